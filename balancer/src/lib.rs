@@ -1,0 +1,23 @@
+//! `balancer`: every ballot routing policy behind one trait, pure and allocation-free on the
+//! routing path.
+//!
+//! A policy ([`RoutingPolicy`]) sees a query as hashes ([`QueryKey`]), the replicas as a
+//! [`LoadView`] (load and liveness), and a caller-owned seeded [`data::rng::Rng`]; it returns
+//! a [`Decision`]. Policies are listed in [`PolicyKind`] and built by [`build_policy`]:
+//! load-only baselines (round-robin, random, least-loaded, power of two choices after
+//! Mitzenmacher 2001), consistent hashing (Karger et al. 1997) with bounded loads (Mirrokni
+//! et al., SODA 2018) or random jumps (Chen et al., RJ-CH), and voting (Archer et al.,
+//! PVLDB 2019) by term hash or by a learned voting table. The simulator and the HTTP
+//! balancer call the same code.
+
+#![forbid(unsafe_code)]
+
+pub mod load;
+pub mod policy;
+pub mod ring;
+
+pub use load::{load_cap, LoadView, StaticLoad, MAX_REPLICAS};
+pub use policy::{
+    build_policy, hash_tokens, Decision, PolicyError, PolicyKind, PolicyParams, QueryKey, Reason,
+    RoutingPolicy, TermBytes,
+};

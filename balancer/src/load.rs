@@ -1,0 +1,207 @@
+//! What a routing policy may know about the replicas: their load and whether they are live.
+//!
+//! The bound is the one of consistent hashing with bounded loads (Mirrokni, Thorup and
+//! Zadimoghaddam, "Consistent hashing with bounded loads", SODA 2018), as deployed in HAProxy
+//! (`hash-balance-factor`) and Envoy (`hash_balance_factor`): a replica may take a query only
+//! while its load is below `ceil((1 + eps) * (n + 1) / live)`, where `n` is the summed load
+//! and `live` the number of live replicas. Because the live loads sum to at most `n`, some
+//! live replica is always strictly below that cap, so bounded policies always have somewhere
+//! to go.
+//!
+//! The simulator's view counts the queries routed to each replica in a trailing window; the
+//! HTTP balancer's counts requests in flight. Both implement [`LoadView`]; [`StaticLoad`] is
+//! the plain-vector view for tests and simple uses.
+
+/// The most replicas a policy routes over. Replica sets are kept as `u64` bit masks and
+/// per-replica scores as fixed `[_; MAX_REPLICAS]` stack arrays, so routing never allocates.
+pub const MAX_REPLICAS: usize = 64;
+
+/// Load and health of the replicas, as seen by one routing decision.
+pub trait LoadView {
+    /// Number of replicas (the table's index space), at most [`MAX_REPLICAS`].
+    fn replicas(&self) -> usize;
+    /// Load of `replica` (queries in the trailing window, or requests in flight).
+    fn load(&self, replica: usize) -> u64;
+    /// Summed load of all replicas.
+    fn total(&self) -> u64;
+    /// Whether `replica` may receive queries (healthy, not draining, not excluded).
+    fn is_live(&self, replica: usize) -> bool {
+        let _ = replica;
+        true
+    }
+    /// Number of live replicas.
+    fn live_count(&self) -> usize {
+        (0..self.replicas()).filter(|&r| self.is_live(r)).count()
+    }
+}
+
+/// The bounded-load cap `ceil((1 + eps) * (total + 1) / live)`: a replica may take the next
+/// query only while its load is strictly below it.
+///
+/// The `+ 1` counts the query being placed, so the cap is at least 1 and an idle replica can
+/// always take a query. Returns 0 when `live` is 0 (nothing can take a query) and saturates
+/// at `u64::MAX` for an infinite `eps`. `eps` is validated by [`crate::build_policy`]; a
+/// negative or NaN `eps` here is treated as 0.
+#[inline]
+pub fn load_cap(eps: f64, total: u64, live: usize) -> u64 {
+    if live == 0 {
+        return 0;
+    }
+    let eps = if eps >= 0.0 { eps } else { 0.0 };
+    let cap = ((1.0 + eps) * (total as f64 + 1.0) / live as f64).ceil();
+    // `as` saturates: +inf becomes u64::MAX.
+    cap as u64
+}
+
+/// A load view over plain vectors.
+///
+/// `live[r]` says whether replica `r` is live; a replica with no entry in `live` (for
+/// example when `live` is empty) counts as live.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StaticLoad {
+    /// Load of each replica; its length is the number of replicas.
+    pub loads: Vec<u64>,
+    /// Liveness of each replica; missing entries are live.
+    pub live: Vec<bool>,
+}
+
+impl StaticLoad {
+    /// `replicas` live replicas with no load.
+    pub fn idle(replicas: usize) -> Self {
+        StaticLoad {
+            loads: vec![0; replicas],
+            live: vec![true; replicas],
+        }
+    }
+
+    /// All replicas live, with the given loads.
+    pub fn new(loads: Vec<u64>) -> Self {
+        let live = vec![true; loads.len()];
+        StaticLoad { loads, live }
+    }
+
+    /// The given loads and liveness.
+    pub fn with_live(loads: Vec<u64>, live: Vec<bool>) -> Self {
+        StaticLoad { loads, live }
+    }
+}
+
+impl LoadView for StaticLoad {
+    fn replicas(&self) -> usize {
+        self.loads.len()
+    }
+
+    fn load(&self, replica: usize) -> u64 {
+        self.loads.get(replica).copied().unwrap_or(0)
+    }
+
+    fn total(&self) -> u64 {
+        self.loads.iter().fold(0u64, |a, &l| a.saturating_add(l))
+    }
+
+    fn is_live(&self, replica: usize) -> bool {
+        replica < self.loads.len() && self.live.get(replica).copied().unwrap_or(true)
+    }
+}
+
+/// Bit mask of the live replicas among the first `replicas` (bit `r` set when replica `r`
+/// is live). Replicas beyond `load.replicas()` or [`MAX_REPLICAS`] are never live.
+#[inline]
+pub fn live_mask(load: &dyn LoadView, replicas: usize) -> u64 {
+    let n = replicas.min(load.replicas()).min(MAX_REPLICAS);
+    let mut mask = 0u64;
+    for r in 0..n {
+        if load.is_live(r) {
+            mask |= 1 << r;
+        }
+    }
+    mask
+}
+
+/// The `k`-th (0-based) set bit of `mask`, counting from bit 0; `k` must be below
+/// `mask.count_ones()`.
+#[inline]
+pub(crate) fn nth_set_bit(mut mask: u64, k: u64) -> usize {
+    for _ in 0..k {
+        mask &= mask.wrapping_sub(1);
+    }
+    mask.trailing_zeros() as usize
+}
+
+/// A uniformly random member of `mask` (which must be non-empty), drawn from `rng`.
+#[inline]
+pub(crate) fn random_member(mask: u64, rng: &mut data::rng::Rng) -> usize {
+    let k = rng.below(u64::from(mask.count_ones()));
+    nth_set_bit(mask, k)
+}
+
+/// The members of `live` whose load is strictly below `cap`.
+#[inline]
+pub(crate) fn under_cap_mask(load: &dyn LoadView, live: u64, cap: u64) -> u64 {
+    let mut under = 0u64;
+    let mut rest = live;
+    while rest != 0 {
+        let r = rest.trailing_zeros() as usize;
+        rest &= rest - 1;
+        if load.load(r) < cap {
+            under |= 1 << r;
+        }
+    }
+    under
+}
+
+/// The least loaded member of `mask` (ties to the lowest index); `mask` must be non-empty.
+#[inline]
+pub(crate) fn least_loaded_member(load: &dyn LoadView, mask: u64) -> usize {
+    let mut best = mask.trailing_zeros() as usize;
+    let mut best_load = u64::MAX;
+    let mut rest = mask;
+    while rest != 0 {
+        let r = rest.trailing_zeros() as usize;
+        rest &= rest - 1;
+        let l = load.load(r);
+        if l < best_load {
+            best = r;
+            best_load = l;
+        }
+    }
+    best
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cap_matches_the_formula() {
+        // ceil(1.05 * 101 / 8) = ceil(13.25625) = 14
+        assert_eq!(load_cap(0.05, 100, 8), 14);
+        // ceil(1.0 * 8 / 8) = 1: with eps 0 and one query per replica pending.
+        assert_eq!(load_cap(0.0, 7, 8), 1);
+        assert_eq!(load_cap(0.05, 0, 8), 1);
+        assert_eq!(load_cap(0.05, 10, 0), 0);
+        assert_eq!(load_cap(f64::INFINITY, 10, 3), u64::MAX);
+        assert_eq!(load_cap(-1.0, 7, 8), 1);
+    }
+
+    #[test]
+    fn static_load_defaults_to_live() {
+        let l = StaticLoad::with_live(vec![1, 2, 3], vec![true, false]);
+        assert_eq!(l.total(), 6);
+        assert!(l.is_live(0) && !l.is_live(1) && l.is_live(2) && !l.is_live(3));
+        assert_eq!(l.live_count(), 2);
+        assert_eq!(live_mask(&l, 8), 0b101);
+        assert_eq!(live_mask(&l, 1), 0b1);
+    }
+
+    #[test]
+    fn bit_helpers() {
+        assert_eq!(nth_set_bit(0b1011_0100, 0), 2);
+        assert_eq!(nth_set_bit(0b1011_0100, 1), 4);
+        assert_eq!(nth_set_bit(0b1011_0100, 3), 7);
+        let l = StaticLoad::new(vec![5, 3, 3, 9]);
+        assert_eq!(least_loaded_member(&l, 0b1111), 1);
+        assert_eq!(least_loaded_member(&l, 0b1101), 2);
+        assert_eq!(under_cap_mask(&l, 0b1111, 5), 0b0110);
+    }
+}

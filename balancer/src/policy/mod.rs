@@ -1,0 +1,473 @@
+//! The routing-policy trait, the policy registry ([`PolicyKind`]) and [`build_policy`].
+//!
+//! Every policy sits behind one tiny trait, [`RoutingPolicy::route`], lives in one file
+//! named after it, and is listed once in [`PolicyKind`]; adding a policy is one new file plus
+//! one line here. Policies are built off the request path (rings, tables) and routing only
+//! reads them: `route` never allocates and never locks, takes randomness only from the
+//! caller's seeded [`Rng`], and sends queries only to live replicas.
+//!
+//! The voting policies follow Archer et al., "Cache-aware load balancing of data center
+//! applications", PVLDB 2019; the bounded-load rule follows Mirrokni et al., "Consistent
+//! hashing with bounded loads", SODA 2018. Each policy module names its own paper.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::hash::BuildHasherDefault;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use data::rng::Rng;
+use data::table::VotingTable;
+use data::tokenizer::Tokens;
+use rustc_hash::FxHasher;
+
+use crate::load::{LoadView, MAX_REPLICAS};
+use crate::ring::{DEFAULT_VNODES, MAX_VNODES, MIN_VNODES};
+
+pub mod ch_bl;
+pub mod least_loaded;
+pub mod p2c;
+pub mod query_hash;
+pub mod random;
+pub mod rj_ch;
+pub mod round_robin;
+pub mod table;
+pub mod term_vote;
+pub mod vote;
+
+/// `HashMap` keyed by already-mixed 64-bit hashes; Fx is enough and is one multiply.
+pub(crate) type FxHashMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
+
+/// Default bound slack `eps` (DESIGN.md: bounded loads with epsilon = 0.05).
+pub const DEFAULT_EPS: f64 = 0.05;
+/// Postings bytes of a term with no known size: `16 + df` with `df = 5` (DESIGN.md).
+pub const DEFAULT_TERM_BYTES: u32 = 21;
+
+/// What a policy sees of a query: hashes only, so routing never touches strings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QueryKey<'a> {
+    /// `data::hash::term_hash(tokens.normalized())`.
+    pub query_hash: u64,
+    /// `data::hash::term_hash` of each term, in query order.
+    pub term_hashes: &'a [u64],
+}
+
+impl<'a> QueryKey<'a> {
+    /// A key from precomputed hashes.
+    #[inline]
+    pub fn new(query_hash: u64, term_hashes: &'a [u64]) -> Self {
+        QueryKey {
+            query_hash,
+            term_hashes,
+        }
+    }
+}
+
+/// Hashes a tokenized query into a caller-owned buffer: fills `term_hashes` with the hash of
+/// each term and returns the query hash, ready for [`QueryKey::new`]. Allocates only when
+/// `term_hashes` must grow (never once it holds [`data::tokenizer::MAX_TERMS`]).
+pub fn hash_tokens(tokens: &Tokens, term_hashes: &mut Vec<u64>) -> u64 {
+    term_hashes.clear();
+    term_hashes.extend(tokens.iter().map(data::hash::term_hash));
+    data::hash::term_hash(tokens.normalized())
+}
+
+/// Why a query went where it went.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Reason {
+    /// The policy's first choice (top vote, ring owner).
+    Vote,
+    /// The first choice was over the load cap (or not live); a later choice or a random
+    /// jump took the query.
+    Overflow,
+    /// The policy does not vote (load-only policies), or no term voted.
+    NoVote,
+}
+
+impl Reason {
+    /// `"vote"`, `"overflow"` or `"no-vote"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::Vote => "vote",
+            Reason::Overflow => "overflow",
+            Reason::NoVote => "no-vote",
+        }
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A routing decision.
+///
+/// When no replica is live, every policy returns replica 0 with [`Reason::NoVote`]; callers
+/// that can see an empty live set must check it themselves (`LoadView::live_count`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Decision {
+    /// The chosen replica.
+    pub replica: u16,
+    /// Why.
+    pub reason: Reason,
+}
+
+impl Decision {
+    /// A decision for `replica` (which is below [`MAX_REPLICAS`]).
+    #[inline]
+    pub(crate) fn to(replica: usize, reason: Reason) -> Self {
+        Decision {
+            replica: replica as u16,
+            reason,
+        }
+    }
+
+    /// What every policy returns when no replica is live.
+    pub const NONE_LIVE: Decision = Decision {
+        replica: 0,
+        reason: Reason::NoVote,
+    };
+}
+
+/// A routing policy: picks a live replica for a query.
+pub trait RoutingPolicy: Send + Sync {
+    /// Which policy this is.
+    fn kind(&self) -> PolicyKind;
+    /// Picks the replica for `query`. Reads only `self`, `load` and `rng`; never allocates.
+    /// Only replicas below both the policy's replica count and `load.replicas()` are
+    /// candidates.
+    fn route(&self, query: &QueryKey<'_>, load: &dyn LoadView, rng: &mut Rng) -> Decision;
+}
+
+/// The registry of routing policies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PolicyKind {
+    /// Next live replica in turn.
+    RoundRobin,
+    /// Uniformly random live replica.
+    Random,
+    /// Least loaded live replica.
+    LeastLoaded,
+    /// Power of two choices.
+    P2c,
+    /// Consistent hashing of the whole query.
+    QueryHash,
+    /// Consistent hashing with bounded loads.
+    ChBl,
+    /// Random-jump consistent hashing.
+    RjCh,
+    /// Each term votes for `term_hash % R`, weighted by its postings bytes.
+    TermVote,
+    /// Votes from a learned voting table.
+    Table,
+}
+
+impl PolicyKind {
+    /// Every policy, in registry order.
+    pub const ALL: [PolicyKind; 9] = [
+        PolicyKind::RoundRobin,
+        PolicyKind::Random,
+        PolicyKind::LeastLoaded,
+        PolicyKind::P2c,
+        PolicyKind::QueryHash,
+        PolicyKind::ChBl,
+        PolicyKind::RjCh,
+        PolicyKind::TermVote,
+        PolicyKind::Table,
+    ];
+
+    /// The policy's name on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            PolicyKind::RoundRobin => "round-robin",
+            PolicyKind::Random => "random",
+            PolicyKind::LeastLoaded => "least-loaded",
+            PolicyKind::P2c => "p2c",
+            PolicyKind::QueryHash => "query-hash",
+            PolicyKind::ChBl => "ch-bl",
+            PolicyKind::RjCh => "rj-ch",
+            PolicyKind::TermVote => "term-vote",
+            PolicyKind::Table => "table",
+        }
+    }
+
+    /// Whether [`build_policy`] needs [`PolicyParams::table`].
+    pub fn needs_table(self) -> bool {
+        matches!(self, PolicyKind::Table)
+    }
+}
+
+impl fmt::Display for PolicyKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// An unknown policy name.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown routing policy `{name}`; valid policies: round-robin, random, least-loaded, p2c, query-hash, ch-bl, rj-ch, term-vote, table")]
+pub struct ParsePolicyKindError {
+    /// The name that did not parse.
+    pub name: String,
+}
+
+impl FromStr for PolicyKind {
+    type Err = ParsePolicyKindError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        PolicyKind::ALL
+            .into_iter()
+            .find(|k| k.name() == s)
+            .ok_or_else(|| ParsePolicyKindError { name: s.to_owned() })
+    }
+}
+
+/// Why a policy could not be built.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum PolicyError {
+    /// The replica count is 0 or above [`MAX_REPLICAS`].
+    #[error("replicas must be between 1 and {MAX_REPLICAS}, got {0}")]
+    Replicas(usize),
+    /// `eps` is negative or NaN.
+    #[error("eps must be a non-negative number, got {0}")]
+    Eps(f64),
+    /// Too few (or too many) virtual nodes per replica.
+    #[error("vnodes must be between {MIN_VNODES} and {MAX_VNODES}, got {0}")]
+    Vnodes(usize),
+    /// The policy needs a voting table and none was given.
+    #[error("policy `{0}` needs a voting table")]
+    MissingTable(PolicyKind),
+    /// The voting table was learned for a different replica count.
+    #[error("the voting table has {table} replicas but the policy routes over {expected}")]
+    TableReplicas {
+        /// `VotingTable::replicas`.
+        table: u16,
+        /// `PolicyParams::replicas`.
+        expected: usize,
+    },
+    /// A voting-table row is invalid (normally caught by the table's own validation).
+    #[error("voting table row {row} (term `{term}`): {reason}")]
+    TableRow {
+        /// Row index.
+        row: usize,
+        /// The row's term.
+        term: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// The voting table has more votes than a `u32` index can address.
+    #[error("the voting table has too many rows ({0})")]
+    TableTooLarge(usize),
+}
+
+/// Postings bytes per term hash, the weight of a term's vote in `term-vote` (and of a term
+/// missing from the table in `table`). Sizes saturate at `u32::MAX`; unknown terms weigh
+/// `default_bytes` ([`DEFAULT_TERM_BYTES`] unless told otherwise).
+#[derive(Clone, Debug)]
+pub struct TermBytes {
+    bytes: FxHashMap<u64, u32>,
+    default_bytes: u32,
+}
+
+impl TermBytes {
+    /// An empty map whose unknown terms weigh `default_bytes`.
+    pub fn new(default_bytes: u32) -> Self {
+        TermBytes {
+            bytes: FxHashMap::default(),
+            default_bytes,
+        }
+    }
+
+    /// Sets the postings bytes of the term with hash `term_hash` (saturating at `u32::MAX`).
+    pub fn insert(&mut self, term_hash: u64, bytes: u64) {
+        let b = u32::try_from(bytes).unwrap_or(u32::MAX);
+        self.bytes.insert(term_hash, b);
+    }
+
+    /// Postings bytes of the term with hash `term_hash`, or the default.
+    #[inline]
+    pub fn get(&self, term_hash: u64) -> u32 {
+        self.bytes
+            .get(&term_hash)
+            .copied()
+            .unwrap_or(self.default_bytes)
+    }
+
+    /// The weight of unknown terms.
+    pub fn default_bytes(&self) -> u32 {
+        self.default_bytes
+    }
+
+    /// Number of terms with a known size.
+    pub fn len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// True when no term has a known size.
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+}
+
+impl Default for TermBytes {
+    fn default() -> Self {
+        TermBytes::new(DEFAULT_TERM_BYTES)
+    }
+}
+
+impl FromIterator<(u64, u64)> for TermBytes {
+    /// `(term_hash, bytes)` pairs; unknown terms weigh [`DEFAULT_TERM_BYTES`].
+    fn from_iter<I: IntoIterator<Item = (u64, u64)>>(iter: I) -> Self {
+        let mut tb = TermBytes::default();
+        for (h, b) in iter {
+            tb.insert(h, b);
+        }
+        tb
+    }
+}
+
+impl Extend<(u64, u64)> for TermBytes {
+    fn extend<I: IntoIterator<Item = (u64, u64)>>(&mut self, iter: I) {
+        for (h, b) in iter {
+            self.insert(h, b);
+        }
+    }
+}
+
+/// Everything [`build_policy`] may need. Each policy reads only what it uses.
+#[derive(Clone, Debug)]
+pub struct PolicyParams {
+    /// Number of replicas R (the table's index space), `1..=MAX_REPLICAS`.
+    pub replicas: usize,
+    /// Load-bound slack: a replica takes a query only while below
+    /// `load_cap(eps, total, live)`. Default [`DEFAULT_EPS`].
+    pub eps: f64,
+    /// Virtual nodes per replica on the consistent-hashing ring. Default
+    /// [`DEFAULT_VNODES`], at least [`MIN_VNODES`].
+    pub vnodes: usize,
+    /// Postings bytes per term (term-vote weights; table fallback weights).
+    pub term_bytes: Arc<TermBytes>,
+    /// The voting table (required by [`PolicyKind::Table`]).
+    pub table: Option<Arc<VotingTable>>,
+}
+
+impl PolicyParams {
+    /// Defaults for `replicas` replicas: eps 0.05, 160 vnodes, default term sizes, no table.
+    pub fn new(replicas: usize) -> Self {
+        PolicyParams {
+            replicas,
+            eps: DEFAULT_EPS,
+            vnodes: DEFAULT_VNODES,
+            term_bytes: Arc::new(TermBytes::default()),
+            table: None,
+        }
+    }
+
+    /// The same parameters with a voting table.
+    pub fn with_table(mut self, table: Arc<VotingTable>) -> Self {
+        self.table = Some(table);
+        self
+    }
+
+    /// The same parameters with term sizes.
+    pub fn with_term_bytes(mut self, term_bytes: Arc<TermBytes>) -> Self {
+        self.term_bytes = term_bytes;
+        self
+    }
+
+    /// Checks the parameters every policy shares (replicas, eps, vnodes).
+    pub fn validate(&self) -> Result<(), PolicyError> {
+        if self.replicas == 0 || self.replicas > MAX_REPLICAS {
+            return Err(PolicyError::Replicas(self.replicas));
+        }
+        if self.eps.is_nan() || self.eps < 0.0 {
+            return Err(PolicyError::Eps(self.eps));
+        }
+        if !(MIN_VNODES..=MAX_VNODES).contains(&self.vnodes) {
+            return Err(PolicyError::Vnodes(self.vnodes));
+        }
+        Ok(())
+    }
+}
+
+/// Builds the policy `kind` from `params`. All validation happens here, once.
+pub fn build_policy(
+    kind: PolicyKind,
+    params: &PolicyParams,
+) -> Result<Box<dyn RoutingPolicy>, PolicyError> {
+    params.validate()?;
+    Ok(match kind {
+        PolicyKind::RoundRobin => Box::new(round_robin::RoundRobin::new(params.replicas)),
+        PolicyKind::Random => Box::new(random::Random::new(params.replicas)),
+        PolicyKind::LeastLoaded => Box::new(least_loaded::LeastLoaded::new(params.replicas)),
+        PolicyKind::P2c => Box::new(p2c::P2c::new(params.replicas)),
+        PolicyKind::QueryHash => Box::new(query_hash::QueryHash::new(params)?),
+        PolicyKind::ChBl => Box::new(ch_bl::ChBl::new(params)?),
+        PolicyKind::RjCh => Box::new(rj_ch::RjCh::new(params)?),
+        PolicyKind::TermVote => Box::new(term_vote::TermVote::new(params)?),
+        PolicyKind::Table => Box::new(table::TablePolicy::new(params)?),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for k in PolicyKind::ALL {
+            assert_eq!(k.name().parse::<PolicyKind>(), Ok(k));
+            assert_eq!(k.to_string(), k.name());
+        }
+        let err = "nope".parse::<PolicyKind>().unwrap_err().to_string();
+        assert!(err.contains("nope") && err.contains("term-vote"), "{err}");
+    }
+
+    #[test]
+    fn term_bytes_saturate_and_default() {
+        let mut tb = TermBytes::default();
+        tb.insert(1, 100);
+        tb.insert(2, u64::MAX);
+        assert_eq!(tb.get(1), 100);
+        assert_eq!(tb.get(2), u32::MAX);
+        assert_eq!(tb.get(3), DEFAULT_TERM_BYTES);
+        let tb: TermBytes = [(5, 7)].into_iter().collect();
+        assert_eq!((tb.get(5), tb.get(6)), (7, 21));
+    }
+
+    #[test]
+    fn params_are_validated() {
+        let ok = PolicyParams::new(8);
+        assert!(ok.validate().is_ok());
+        for (bad, want) in [
+            (PolicyParams::new(0), PolicyError::Replicas(0)),
+            (PolicyParams::new(65), PolicyError::Replicas(65)),
+            (
+                PolicyParams {
+                    vnodes: 99,
+                    ..ok.clone()
+                },
+                PolicyError::Vnodes(99),
+            ),
+            (
+                PolicyParams {
+                    eps: -0.1,
+                    ..ok.clone()
+                },
+                PolicyError::Eps(-0.1),
+            ),
+        ] {
+            assert_eq!(bad.validate(), Err(want));
+        }
+        let nan = PolicyParams {
+            eps: f64::NAN,
+            ..ok.clone()
+        };
+        assert!(matches!(nan.validate(), Err(PolicyError::Eps(_))));
+        assert!(matches!(
+            build_policy(PolicyKind::Table, &ok).err(),
+            Some(PolicyError::MissingTable(PolicyKind::Table))
+        ));
+    }
+}

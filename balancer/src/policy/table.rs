@@ -1,0 +1,248 @@
+//! `table`: routing by a learned voting table (Archer et al., "Cache-aware load balancing of
+//! data center applications", PVLDB 2019), with bounded loads (Mirrokni et al., SODA 2018)
+//! and the RJ-CH random jump (Chen et al.) when every voted replica is full.
+//!
+//! A table row `(term, replica, weight)` is one vote; a term may vote for several replicas
+//! (hot terms are cached on each). At construction the rows are compiled into
+//! [`TableVotes`]: an `FxHashMap<term_hash, (start, len)>` into one flat `Vec<(replica,
+//! weight)>`, so scoring a query is one hash lookup per term and a scan of its few votes.
+//!
+//! * A row of weight 0 is kept as an abstention: the term is in the table and casts no vote
+//!   for that replica. A term whose rows all weigh 0 abstains entirely.
+//! * A term missing from the table casts a stand-in vote like `term-vote`: for replica
+//!   `term_hash % R`, weighing its postings bytes ([`TermBytes`]). Stand-in votes are added
+//!   to [`Scores`] as *fallback* votes, which rank strictly below any difference in real
+//!   votes (the scores are compared as `(votes, fallback)` pairs). This is the limit of a
+//!   weight `fallback_scale * bytes` with `fallback_scale -> 0`: however many missing terms
+//!   a query has and however large their postings, they never outweigh any table vote, yet
+//!   among themselves (a query with no table term, or replicas tied on table votes) they
+//!   still rank by bytes. No scale has to be chosen, so none can be chosen wrong.
+//! * Two distinct terms with the same 64-bit hash (vanishingly rare) share their votes.
+//!
+//! The pick is [`super::vote::pick`].
+
+use std::sync::Arc;
+
+use data::rng::Rng;
+use data::table::VotingTable;
+
+use crate::load::{LoadView, MAX_REPLICAS};
+use crate::policy::vote::{pick, Scores, VoteSource};
+use crate::policy::{
+    Decision, FxHashMap, PolicyError, PolicyKind, PolicyParams, QueryKey, RoutingPolicy, TermBytes,
+};
+
+/// A voting table compiled for routing: term hash to a slice of `(replica, weight)` votes.
+#[derive(Clone, Debug)]
+pub struct TableVotes {
+    replicas: usize,
+    index: FxHashMap<u64, (u32, u16)>,
+    votes: Vec<(u16, f32)>,
+    term_bytes: Arc<TermBytes>,
+}
+
+impl TableVotes {
+    /// Compiles `table` for `replicas` replicas; terms missing from it fall back to
+    /// `term_bytes`-weighted stand-in votes.
+    ///
+    /// Errors if the table was learned for another replica count, or (for a table that
+    /// skipped `data`'s validation) a row names a replica out of range or has a negative or
+    /// non-finite weight.
+    pub fn build(
+        table: &VotingTable,
+        replicas: usize,
+        term_bytes: Arc<TermBytes>,
+    ) -> Result<Self, PolicyError> {
+        if replicas == 0 || replicas > MAX_REPLICAS {
+            return Err(PolicyError::Replicas(replicas));
+        }
+        if usize::from(table.replicas) != replicas {
+            return Err(PolicyError::TableReplicas {
+                table: table.replicas,
+                expected: replicas,
+            });
+        }
+        let mut rows: Vec<(u64, u16, f32)> = Vec::with_capacity(table.rows.len());
+        for (i, row) in table.rows.iter().enumerate() {
+            let bad = |reason| PolicyError::TableRow {
+                row: i,
+                term: row.term.clone(),
+                reason,
+            };
+            if usize::from(row.replica) >= replicas {
+                return Err(bad("replica out of range"));
+            }
+            if !row.weight.is_finite() || row.weight < 0.0 {
+                return Err(bad("weight must be finite and non-negative"));
+            }
+            rows.push((data::hash::term_hash(&row.term), row.replica, row.weight));
+        }
+        rows.sort_unstable_by_key(|&(h, r, _)| (h, r));
+
+        let mut index = FxHashMap::default();
+        index.reserve(rows.len());
+        let mut votes: Vec<(u16, f32)> = Vec::with_capacity(rows.len());
+        let mut i = 0;
+        while i < rows.len() {
+            let h = rows[i].0;
+            let start = votes.len();
+            while i < rows.len() && rows[i].0 == h {
+                let (_, r, mut w) = rows[i];
+                i += 1;
+                // Only a hash collision repeats (hash, replica): merge.
+                while i < rows.len() && rows[i].0 == h && rows[i].1 == r {
+                    w += rows[i].2;
+                    i += 1;
+                }
+                if w > 0.0 {
+                    votes.push((r, w));
+                }
+            }
+            let start32 =
+                u32::try_from(start).map_err(|_| PolicyError::TableTooLarge(table.rows.len()))?;
+            // At most one vote per replica, so len <= MAX_REPLICAS.
+            let len = (votes.len() - start) as u16;
+            index.insert(h, (start32, len));
+        }
+        if u32::try_from(votes.len()).is_err() {
+            return Err(PolicyError::TableTooLarge(table.rows.len()));
+        }
+        votes.shrink_to_fit();
+        Ok(TableVotes {
+            replicas,
+            index,
+            votes,
+            term_bytes,
+        })
+    }
+
+    /// Number of replicas.
+    pub fn replicas(&self) -> usize {
+        self.replicas
+    }
+
+    /// Number of distinct terms (term hashes) in the table.
+    pub fn terms(&self) -> usize {
+        self.index.len()
+    }
+
+    /// Number of positive votes.
+    pub fn vote_count(&self) -> usize {
+        self.votes.len()
+    }
+
+    /// The positive votes of the term with hash `term_hash`, by replica; `None` if the term
+    /// is not in the table (an abstaining term has an empty slice).
+    #[inline]
+    pub fn get(&self, term_hash: u64) -> Option<&[(u16, f32)]> {
+        let &(start, len) = self.index.get(&term_hash)?;
+        let start = start as usize;
+        self.votes.get(start..start + usize::from(len))
+    }
+}
+
+impl VoteSource for TableVotes {
+    #[inline]
+    fn add_votes(&self, term_hash: u64, scores: &mut Scores) {
+        match self.get(term_hash) {
+            Some(votes) => {
+                for &(r, w) in votes {
+                    scores.add_vote(usize::from(r), f64::from(w));
+                }
+            }
+            None => {
+                let r = (term_hash % self.replicas as u64) as usize;
+                scores.add_fallback(r, f64::from(self.term_bytes.get(term_hash)));
+            }
+        }
+    }
+}
+
+/// Routing by a voting table with bounded loads.
+#[derive(Clone, Debug)]
+pub struct TablePolicy {
+    votes: TableVotes,
+    eps: f64,
+}
+
+impl TablePolicy {
+    /// Compiles `params.table` for `params.replicas` replicas.
+    pub fn new(params: &PolicyParams) -> Result<Self, PolicyError> {
+        params.validate()?;
+        let table = params
+            .table
+            .as_ref()
+            .ok_or(PolicyError::MissingTable(PolicyKind::Table))?;
+        Ok(TablePolicy {
+            votes: TableVotes::build(table, params.replicas, Arc::clone(&params.term_bytes))?,
+            eps: params.eps,
+        })
+    }
+
+    /// The compiled table.
+    pub fn votes(&self) -> &TableVotes {
+        &self.votes
+    }
+}
+
+impl RoutingPolicy for TablePolicy {
+    fn kind(&self) -> PolicyKind {
+        PolicyKind::Table
+    }
+
+    fn route(&self, query: &QueryKey<'_>, load: &dyn LoadView, rng: &mut Rng) -> Decision {
+        let scores = self.votes.score(query.term_hashes);
+        pick(&scores, self.votes.replicas, self.eps, load, rng)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use data::table::TableRow;
+    use std::collections::BTreeMap;
+
+    fn table(replicas: u16, rows: &[(&str, u16, f32)]) -> VotingTable {
+        VotingTable {
+            replicas,
+            rows: rows
+                .iter()
+                .map(|&(t, r, w)| TableRow {
+                    term: t.to_owned(),
+                    replica: r,
+                    weight: w,
+                })
+                .collect(),
+            metadata: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn rejects_tables_that_skipped_validation() {
+        let tb = Arc::new(TermBytes::default());
+        let build = |t: &VotingTable, r| TableVotes::build(t, r, Arc::clone(&tb));
+        assert!(matches!(
+            build(&table(4, &[("a", 4, 1.0)]), 4),
+            Err(PolicyError::TableRow { row: 0, .. })
+        ));
+        for w in [-1.0, f32::NAN, f32::INFINITY] {
+            assert!(matches!(
+                build(&table(4, &[("a", 0, 1.0), ("b", 1, w)]), 4),
+                Err(PolicyError::TableRow { row: 1, .. })
+            ));
+        }
+        assert!(matches!(
+            build(&table(0, &[]), 0),
+            Err(PolicyError::Replicas(0))
+        ));
+        assert!(matches!(
+            build(&table(4, &[]), 5),
+            Err(PolicyError::TableReplicas {
+                table: 4,
+                expected: 5
+            })
+        ));
+        let empty = build(&table(4, &[]), 4).expect("an empty table is valid");
+        assert_eq!((empty.terms(), empty.vote_count()), (0, 0));
+    }
+}

@@ -1,0 +1,242 @@
+//! Vote counting with bounded loads, shared by `term-vote` and `table` (Archer et al.,
+//! "Cache-aware load balancing of data center applications", PVLDB 2019, with the load
+//! bound of Mirrokni et al., SODA 2018 and the random jump of Chen et al., RJ-CH).
+//!
+//! Scoring is split from picking so that other vote sources can reuse the rule: a
+//! [`VoteSource`] adds one term's votes to [`Scores`], and [`pick`] turns scores into a
+//! decision. A table switch that ramps terms from an old to a new table (a term uses the new
+//! table when `unit_interval(term_hash) < progress`) only needs to call the right source's
+//! [`VoteSource::add_votes`] for each term, then [`pick`].
+//!
+//! # Scores
+//!
+//! A replica's score is a pair `(votes, fallback)` compared lexicographically: `votes` sums
+//! the weights of real votes, `fallback` those of stand-in votes (a term missing from the
+//! voting table), so stand-in votes only ever break ties between equal real votes. Both live
+//! in fixed `[f64; MAX_REPLICAS]` stack arrays.
+//!
+//! # The rule
+//!
+//! With `cap = load_cap(eps, total, live)` and ranking the live replicas with a positive
+//! score by score (higher first, then lower replica index):
+//!
+//! 1. the highest-ranked one whose load is below `cap` takes the query: [`Reason::Vote`] if
+//!    it is the top-ranked one, [`Reason::Overflow`] otherwise (the top one is at the cap);
+//! 2. if every positively scored live replica is at the cap, or none has a positive score,
+//!    the query jumps to a uniformly random live replica under the cap (one `rng` draw):
+//!    [`Reason::Overflow`], or [`Reason::NoVote`] when no live replica had a positive score.
+//!
+//! Dead replicas take no part in the ranking: a query whose best replica is dead goes to its
+//! best live one as a `Vote`. If the load view is inconsistent and no live replica is under
+//! the cap, the least loaded live replica takes the query.
+
+use data::rng::Rng;
+
+use crate::load::{
+    least_loaded_member, live_mask, load_cap, random_member, under_cap_mask, LoadView, MAX_REPLICAS,
+};
+use crate::policy::{Decision, Reason};
+
+/// Per-replica scores of one query. About 1 KiB; lives on the stack.
+#[derive(Clone, Debug)]
+pub struct Scores {
+    votes: [f64; MAX_REPLICAS],
+    fallback: [f64; MAX_REPLICAS],
+}
+
+impl Default for Scores {
+    fn default() -> Self {
+        Scores::new()
+    }
+}
+
+impl Scores {
+    /// All zero.
+    #[inline]
+    pub fn new() -> Self {
+        Scores {
+            votes: [0.0; MAX_REPLICAS],
+            fallback: [0.0; MAX_REPLICAS],
+        }
+    }
+
+    /// Adds a real vote of `weight` for `replica` (which must be below [`MAX_REPLICAS`]).
+    #[inline]
+    pub fn add_vote(&mut self, replica: usize, weight: f64) {
+        self.votes[replica] += weight;
+    }
+
+    /// Adds a stand-in vote of `weight` for `replica`; stand-in votes rank below any
+    /// difference in real votes.
+    #[inline]
+    pub fn add_fallback(&mut self, replica: usize, weight: f64) {
+        self.fallback[replica] += weight;
+    }
+
+    /// Summed real votes of `replica`.
+    pub fn votes(&self, replica: usize) -> f64 {
+        self.votes[replica]
+    }
+
+    /// Summed stand-in votes of `replica`.
+    pub fn fallback(&self, replica: usize) -> f64 {
+        self.fallback[replica]
+    }
+
+    /// Whether `replica` received any positive vote.
+    #[inline]
+    pub fn is_positive(&self, replica: usize) -> bool {
+        self.votes[replica] > 0.0 || self.fallback[replica] > 0.0
+    }
+
+    /// Whether `a` ranks strictly above `b`: higher `(votes, fallback)`, then lower index.
+    #[inline]
+    pub fn ranks_above(&self, a: usize, b: usize) -> bool {
+        let (va, vb) = (self.votes[a], self.votes[b]);
+        if va != vb {
+            return va > vb;
+        }
+        let (fa, fb) = (self.fallback[a], self.fallback[b]);
+        if fa != fb {
+            return fa > fb;
+        }
+        a < b
+    }
+}
+
+/// Something that can cast one term's votes.
+pub trait VoteSource {
+    /// Adds the votes of the term with hash `term_hash` to `scores`.
+    fn add_votes(&self, term_hash: u64, scores: &mut Scores);
+
+    /// Scores a whole query: the votes of each of its terms.
+    #[inline]
+    fn score(&self, term_hashes: &[u64]) -> Scores {
+        let mut scores = Scores::new();
+        for &h in term_hashes {
+            self.add_votes(h, &mut scores);
+        }
+        scores
+    }
+}
+
+/// Picks a replica from `scores` by the bounded-load vote rule (module docs), among the
+/// live replicas below `replicas`.
+#[inline]
+pub fn pick(
+    scores: &Scores,
+    replicas: usize,
+    eps: f64,
+    load: &dyn LoadView,
+    rng: &mut Rng,
+) -> Decision {
+    let live = live_mask(load, replicas);
+    if live == 0 {
+        return Decision::NONE_LIVE;
+    }
+    let cap = load_cap(eps, load.total(), live.count_ones() as usize);
+    let mut top: Option<usize> = None;
+    let mut best: Option<usize> = None;
+    let mut rest = live;
+    while rest != 0 {
+        let r = rest.trailing_zeros() as usize;
+        rest &= rest - 1;
+        if !scores.is_positive(r) {
+            continue;
+        }
+        // Ascending order and strict comparison: ties keep the lower index.
+        if top.is_none_or(|t| scores.ranks_above(r, t)) {
+            top = Some(r);
+        }
+        if best.is_none_or(|b| scores.ranks_above(r, b)) && load.load(r) < cap {
+            best = Some(r);
+        }
+    }
+    if let Some(b) = best {
+        let reason = if top == Some(b) {
+            Reason::Vote
+        } else {
+            Reason::Overflow
+        };
+        return Decision::to(b, reason);
+    }
+    let reason = if top.is_some() {
+        Reason::Overflow
+    } else {
+        Reason::NoVote
+    };
+    let under = under_cap_mask(load, live, cap);
+    let r = if under != 0 {
+        random_member(under, rng)
+    } else {
+        least_loaded_member(load, live)
+    };
+    Decision::to(r, reason)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::load::StaticLoad;
+
+    fn scores(votes: &[(usize, f64)], fallback: &[(usize, f64)]) -> Scores {
+        let mut s = Scores::new();
+        for &(r, w) in votes {
+            s.add_vote(r, w);
+        }
+        for &(r, w) in fallback {
+            s.add_fallback(r, w);
+        }
+        s
+    }
+
+    #[test]
+    fn top_vote_under_cap_wins() {
+        let s = scores(&[(1, 3.0), (2, 5.0)], &[]);
+        let d = pick(&s, 4, 0.05, &StaticLoad::idle(4), &mut Rng::new(1));
+        assert_eq!(d, Decision::to(2, Reason::Vote));
+    }
+
+    #[test]
+    fn ties_go_to_the_lower_index_and_fallback_breaks_vote_ties() {
+        let s = scores(&[(1, 3.0), (2, 3.0)], &[]);
+        let d = pick(&s, 4, 0.05, &StaticLoad::idle(4), &mut Rng::new(1));
+        assert_eq!(d.replica, 1);
+        let s = scores(&[(1, 3.0), (2, 3.0)], &[(2, 1e-9)]);
+        let d = pick(&s, 4, 0.05, &StaticLoad::idle(4), &mut Rng::new(1));
+        assert_eq!(d.replica, 2);
+        // A huge fallback never beats a tiny real vote.
+        let s = scores(&[(1, 1e-30)], &[(2, 1e30)]);
+        let d = pick(&s, 4, 0.05, &StaticLoad::idle(4), &mut Rng::new(1));
+        assert_eq!(d, Decision::to(1, Reason::Vote));
+    }
+
+    #[test]
+    fn over_cap_goes_to_next_ranked_then_jumps() {
+        // total 40, 4 live, eps 0: cap = ceil(41 / 4) = 11.
+        let load = StaticLoad::new(vec![5, 5, 20, 10]);
+        let s = scores(&[(2, 5.0), (3, 4.0), (0, 1.0)], &[]);
+        let d = pick(&s, 4, 0.0, &load, &mut Rng::new(1));
+        assert_eq!(d, Decision::to(3, Reason::Overflow));
+        let s = scores(&[(2, 5.0)], &[]);
+        let d = pick(&s, 4, 0.0, &load, &mut Rng::new(1));
+        assert_eq!(d.reason, Reason::Overflow);
+        assert!(d.replica != 2);
+        let d = pick(&Scores::new(), 4, 0.0, &load, &mut Rng::new(1));
+        assert_eq!(d.reason, Reason::NoVote);
+        assert!(d.replica != 2);
+    }
+
+    #[test]
+    fn dead_replicas_do_not_rank() {
+        let load = StaticLoad::with_live(vec![0; 4], vec![true, true, false, true]);
+        let s = scores(&[(2, 5.0), (3, 4.0)], &[]);
+        let d = pick(&s, 4, 0.05, &load, &mut Rng::new(1));
+        assert_eq!(d, Decision::to(3, Reason::Vote));
+        let none = StaticLoad::with_live(vec![0; 4], vec![false; 4]);
+        assert_eq!(
+            pick(&s, 4, 0.05, &none, &mut Rng::new(1)),
+            Decision::NONE_LIVE
+        );
+    }
+}

@@ -1,0 +1,6 @@
+//! `cache-sim`: byte-capacity eviction policies shared by the simulator and the real
+//! replica ([`eviction`]), and the trace simulator that replays a query log through a
+//! routing policy into R simulated replica caches ([`sim`]).
+
+pub mod eviction;
+pub mod sim;

@@ -1,0 +1,137 @@
+//! Runs a grid of (routing policy × cache size) replays of one trace in parallel (rayon),
+//! plus the one-big-cache bound for each cache size. This is what `ballot eval` reports.
+
+use std::sync::Arc;
+
+use balancer::policy::{build_policy, PolicyError, PolicyKind, PolicyParams};
+use data::table::VotingTable;
+use rayon::prelude::*;
+use serde::Serialize;
+
+use super::bound::one_big_cache;
+use super::replay::{replay, NoObserver, SimConfig, SimResult};
+use super::trace::Trace;
+use crate::eviction::EvictionKind;
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct GridConfig {
+    /// Replica count R.
+    pub replicas: usize,
+    /// Per-replica capacities as fractions of the trace's distinct postings bytes.
+    pub cache_fracs: Vec<f64>,
+    /// Policies to replay.
+    pub policies: Vec<PolicyKind>,
+    /// Eviction policy of the simulated caches.
+    pub eviction: EvictionKind,
+    /// Load-bound slack of bounded policies.
+    pub eps: f64,
+    /// Load window in queries.
+    pub window: usize,
+    /// Routing RNG seed.
+    pub seed: u64,
+    /// Voting table for the `table` policy.
+    pub table: Option<Arc<VotingTable>>,
+}
+
+/// One (policy, cache size) result, as `ballot eval` writes it to JSON.
+#[derive(Clone, Debug, Serialize)]
+pub struct GridResult {
+    /// Policy name.
+    pub policy: String,
+    /// Cache fraction.
+    pub cache_frac: f64,
+    /// Replica count.
+    pub replicas: usize,
+    /// Eviction policy name.
+    pub eviction: String,
+    /// Per-replica capacity in bytes.
+    pub capacity_bytes: u64,
+    /// The measurements.
+    #[serde(flatten)]
+    pub sim: SimResult,
+}
+
+/// A reference bound at one cache size.
+#[derive(Clone, Debug, Serialize)]
+pub struct BoundResult {
+    /// Bound name (`one-big-cache`).
+    pub name: String,
+    /// Cache fraction (per replica; the bound's cache is R times larger).
+    pub cache_frac: f64,
+    /// Miss bytes ratio over the test part.
+    pub miss_bytes_ratio: f64,
+}
+
+/// Everything a grid run produced.
+#[derive(Clone, Debug, Serialize)]
+pub struct GridOutput {
+    /// One row per (policy, cache size), in the order policies × sizes were given.
+    pub results: Vec<GridResult>,
+    /// One bound per cache size.
+    pub bounds: Vec<BoundResult>,
+    /// Median over the replays of single-thread term lookups per second (routing plus
+    /// cache access, with the configured eviction policy).
+    pub lookups_per_sec: f64,
+}
+
+/// Runs every (policy, cache size) pair of `cfg` over `trace`.
+pub fn run_grid(trace: &Trace, cfg: &GridConfig) -> Result<GridOutput, PolicyError> {
+    let params = PolicyParams {
+        eps: cfg.eps,
+        term_bytes: Arc::new(trace.term_bytes_map()),
+        table: cfg.table.clone(),
+        ..PolicyParams::new(cfg.replicas)
+    };
+    // Build every policy once up front so a bad configuration fails before any work.
+    for &kind in &cfg.policies {
+        build_policy(kind, &params)?;
+    }
+    let jobs: Vec<(PolicyKind, f64)> = cfg
+        .policies
+        .iter()
+        .flat_map(|&k| cfg.cache_fracs.iter().map(move |&f| (k, f)))
+        .collect();
+    let sim_cfg = |frac: f64| SimConfig {
+        replicas: cfg.replicas,
+        capacity_bytes: trace.capacity_for(frac),
+        eviction: cfg.eviction,
+        window: cfg.window,
+        seed: cfg.seed,
+    };
+    let results: Vec<GridResult> = jobs
+        .par_iter()
+        .map(|&(kind, frac)| {
+            let sc = sim_cfg(frac);
+            // A fresh policy per job: round-robin keeps a counter, and runs must not share
+            // state across threads. It was built successfully above, so this cannot fail.
+            let policy = build_policy(kind, &params)?;
+            let sim = replay(trace, policy.as_ref(), &sc, &mut NoObserver);
+            Ok(GridResult {
+                policy: kind.name().to_owned(),
+                cache_frac: frac,
+                replicas: cfg.replicas,
+                eviction: cfg.eviction.name().to_owned(),
+                capacity_bytes: sc.capacity_bytes,
+                sim,
+            })
+        })
+        .collect::<Result<_, PolicyError>>()?;
+    let bounds = cfg
+        .cache_fracs
+        .par_iter()
+        .map(|&frac| BoundResult {
+            name: "one-big-cache".to_owned(),
+            cache_frac: frac,
+            miss_bytes_ratio: one_big_cache(trace, &sim_cfg(frac)),
+        })
+        .collect();
+    let mut speeds: Vec<f64> = results.iter().map(|r| r.sim.lookups_per_sec()).collect();
+    speeds.sort_by(f64::total_cmp);
+    let lookups_per_sec = speeds.get(speeds.len() / 2).copied().unwrap_or(0.0);
+    Ok(GridOutput {
+        results,
+        bounds,
+        lookups_per_sec,
+    })
+}

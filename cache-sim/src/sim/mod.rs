@@ -1,0 +1,24 @@
+//! The trace simulator: replays a query stream through a routing policy into R simulated
+//! replica caches, the way libCacheSim replays a trace into one cache.
+//!
+//! - [`trace`] turns a log (already split into train and test) into dense term ids with
+//!   their hashes and postings bytes, once, so every policy replays the same compact trace.
+//! - [`window`] is the simulator's load view: queries routed to each replica over the
+//!   trailing window (10,000 queries in the standard evaluation).
+//! - [`replay`] routes each query with the same `balancer` policy code the HTTP balancer
+//!   serves with, and looks each term up in the chosen replica's cache (the same eviction
+//!   code the replica caches with); only the test part is counted.
+//! - [`bound`] is the reference point: one cache of R times the capacity.
+//! - [`grid`] runs many (policy, cache size) configurations in parallel.
+
+pub mod bound;
+pub mod grid;
+pub mod replay;
+pub mod trace;
+pub mod window;
+
+pub use bound::one_big_cache;
+pub use grid::{run_grid, GridConfig, GridOutput, GridResult};
+pub use replay::{replay, NoObserver, Observer, SimConfig, SimResult};
+pub use trace::Trace;
+pub use window::WindowLoad;

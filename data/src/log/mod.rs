@@ -1,0 +1,246 @@
+//! Query logs: the records every stage consumes, and the readers and writer for them.
+//!
+//! [`read_log`] reads any supported log and says what it found in a [`ReadReport`]:
+//!
+//! - gzip is transparent, recognised by its magic bytes (not the file name);
+//! - the format is recognised from the content ([`format`]): Parquet (`PAR1`), the AOL 2006
+//!   collection (`AnonID\tQuery\tQueryTime...`), a `Query` column, a
+//!   `timestamp\tanon_id\tquery` TSV, or else one query per line;
+//! - lines that do not parse are counted, the first few kept with their line numbers, and
+//!   skipped ([`text`]); blank lines of the one-column formats are counted as blank;
+//! - consecutive repeats (the AOL log has one row per click) are collapsed unless
+//!   [`ReadOptions::keep_repeats`] ([`collapse`]).
+//!
+//! A file that cannot be a query log — missing, empty, not a single valid line, a corrupt
+//! gzip stream, a Parquet file with the wrong columns — is a [`LogError`] naming the file.
+//!
+//! [`write_log_parquet`] writes the Parquet form `ballot ingest` produces ([`parquet`]).
+//! Timestamps are unix milliseconds, UTC, parsed by [`crate::time::parse_datetime_ms`].
+
+pub mod collapse;
+pub mod error;
+pub mod format;
+pub mod parquet;
+pub mod text;
+pub mod time;
+
+use std::fs::File;
+use std::io::{self, BufReader, Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+
+pub use collapse::collapse_repeats;
+pub use error::LogError;
+pub use format::{LogFormat, UnknownFormat};
+pub use parquet::{log_schema, write_log_parquet};
+pub use time::format_timestamp;
+
+/// Buffer size of the (decompressed) text reader.
+const READ_BUFFER: usize = 1 << 20;
+/// Buffer size of the compressed bytes fed to the gzip decoder.
+const GZIP_BUFFER: usize = 256 * 1024;
+
+/// One search of a query log.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct LogRecord {
+    /// When it was issued, in unix milliseconds (UTC), if the log says.
+    pub ts: Option<i64>,
+    /// Who issued it (the anonymous user id), if the log says.
+    pub user: Option<String>,
+    /// The query text as written in the log (may be empty).
+    pub query: String,
+}
+
+/// How to read a log.
+#[derive(Clone, Debug, Default)]
+pub struct ReadOptions {
+    /// Keep consecutive repeats instead of collapsing them (see [`collapse_repeats`]).
+    pub keep_repeats: bool,
+}
+
+/// One malformed line: where it is and what is wrong with it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Malformed {
+    /// 1-based line number in the (decompressed) file, header included; for Parquet, the
+    /// 1-based row number.
+    pub line: u64,
+    /// What is wrong, e.g. "expected 3 tab-separated columns (timestamp, anon_id, query),
+    /// found 2".
+    pub reason: String,
+}
+
+/// What reading a log found. `lines == records + collapsed + malformed + blank`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReadReport {
+    /// The file read.
+    pub path: PathBuf,
+    /// Its detected format.
+    pub format: LogFormat,
+    /// Data lines read (header excluded), or Parquet rows.
+    pub lines: u64,
+    /// Lines that did not parse and were skipped.
+    pub malformed: u64,
+    /// The first [`collapse::MAX_EXAMPLES`] malformed lines.
+    pub malformed_examples: Vec<Malformed>,
+    /// Consecutive repeats removed (0 with [`ReadOptions::keep_repeats`]).
+    pub collapsed: u64,
+    /// Blank (empty or whitespace-only) lines skipped in the one-column formats.
+    pub blank: u64,
+    /// Records kept.
+    pub records: u64,
+}
+
+impl ReadReport {
+    /// `line 7: reason; line 9: reason` for the kept examples (`row` for Parquet), with
+    /// `; ...` when there were more.
+    pub fn malformed_list(&self) -> String {
+        let unit = if self.format == LogFormat::Parquet {
+            "row"
+        } else {
+            "line"
+        };
+        let mut out = self
+            .malformed_examples
+            .iter()
+            .map(|m| format!("{unit} {}: {}", m.line, m.reason))
+            .collect::<Vec<_>>()
+            .join("; ");
+        if self.malformed > self.malformed_examples.len() as u64 {
+            out.push_str("; ...");
+        }
+        out
+    }
+
+    /// One human line, e.g. `aol.tsv: aol, 10 lines, 6 records, 1 repeat collapsed,
+    /// 3 malformed lines (line 7: expected ..., found 2; line 9: ...)`.
+    pub fn summary(&self) -> String {
+        let unit = if self.format == LogFormat::Parquet {
+            "row"
+        } else {
+            "line"
+        };
+        let plural = |n: u64, word: &str| {
+            if n == 1 {
+                format!("{n} {word}")
+            } else {
+                format!("{n} {word}s")
+            }
+        };
+        let mut s = format!(
+            "{}: {}, {}, {}, {} collapsed",
+            self.path.display(),
+            self.format,
+            plural(self.lines, unit),
+            plural(self.records, "record"),
+            plural(self.collapsed, "repeat"),
+        );
+        if self.blank > 0 {
+            s.push_str(&format!(", {} skipped", plural(self.blank, "blank line")));
+        }
+        if self.malformed > 0 {
+            s.push_str(&format!(
+                ", {} ({})",
+                plural(self.malformed, &format!("malformed {unit}")),
+                self.malformed_list()
+            ));
+        }
+        s
+    }
+}
+
+/// A log in memory: its records in file order, and how reading went.
+#[derive(Clone, Debug)]
+pub struct QueryLog {
+    /// The kept records.
+    pub records: Vec<LogRecord>,
+    /// What reading found.
+    pub report: ReadReport,
+}
+
+impl QueryLog {
+    /// The query strings, in order.
+    pub fn queries(&self) -> impl Iterator<Item = &str> {
+        self.records.iter().map(|r| r.query.as_str())
+    }
+
+    /// Whether every record has a timestamp (and there is at least one record), so that
+    /// time-based splits are possible.
+    pub fn has_timestamps(&self) -> bool {
+        !self.records.is_empty() && self.records.iter().all(|r| r.ts.is_some())
+    }
+}
+
+/// Reads a query log of any supported format, plain or gzip-compressed (see the module docs).
+pub fn read_log(path: &Path, opts: &ReadOptions) -> Result<QueryLog, LogError> {
+    let io_err = |source: io::Error| LogError::Io {
+        path: path.to_owned(),
+        source,
+    };
+    let mut file = File::open(path).map_err(|source| {
+        if source.kind() == io::ErrorKind::NotFound {
+            LogError::NotFound {
+                path: path.to_owned(),
+            }
+        } else {
+            io_err(source)
+        }
+    })?;
+    let mut magic = Vec::with_capacity(4);
+    (&mut file)
+        .take(4)
+        .read_to_end(&mut magic)
+        .map_err(io_err)?;
+
+    let (format, collector) = if magic.starts_with(&format::PARQUET_MAGIC) {
+        let c = parquet::read_parquet(path, file, opts.keep_repeats)?;
+        (LogFormat::Parquet, c)
+    } else {
+        file.seek(SeekFrom::Start(0)).map_err(io_err)?;
+        if magic.starts_with(&format::GZIP_MAGIC) {
+            let compressed = BufReader::with_capacity(GZIP_BUFFER, file);
+            let decoder = flate2::bufread::MultiGzDecoder::new(compressed);
+            let reader = BufReader::with_capacity(READ_BUFFER, decoder);
+            text::read_text(path, reader, true, opts.keep_repeats)?
+        } else {
+            let reader = BufReader::with_capacity(READ_BUFFER, file);
+            text::read_text(path, reader, false, opts.keep_repeats)?
+        }
+    };
+
+    let report = ReadReport {
+        path: path.to_owned(),
+        format,
+        lines: collector.lines,
+        malformed: collector.malformed,
+        malformed_examples: collector.examples,
+        collapsed: collector.collapsed,
+        blank: collector.blank,
+        records: collector.records.len() as u64,
+    };
+    if collector.records.is_empty() {
+        return Err(if report.malformed > 0 {
+            LogError::AllMalformed {
+                path: path.to_owned(),
+                count: report.malformed,
+                examples: report.malformed_list(),
+            }
+        } else {
+            LogError::NoData {
+                path: path.to_owned(),
+                detail: no_data_detail(&report),
+            }
+        });
+    }
+    Ok(QueryLog {
+        records: collector.records,
+        report,
+    })
+}
+
+/// Why a log without malformed lines has no records.
+fn no_data_detail(report: &ReadReport) -> String {
+    match (report.format, report.blank) {
+        (LogFormat::Parquet, _) => "the Parquet file has 0 rows".to_owned(),
+        (_, 0) => format!("only a header line ({} format)", report.format),
+        (_, n) => format!("only {n} blank lines"),
+    }
+}

@@ -1,0 +1,184 @@
+//! The data-preparation commands: `ingest` (any log format to Parquet), `gen` (the
+//! synthetic log and its frequency table), `sizes` (postings-size table for a log) and
+//! `stats` (a log's headline statistics, used to calibrate the generator).
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use data::log::{read_log, write_log_parquet, LogRecord, ReadOptions};
+use data::stats::{log_stats, postings_stats};
+use data::synth::{generate, write_freq_tsv, SynthConfig};
+use data::tokenizer::Tokens;
+use rustc_hash::FxHashSet;
+
+use crate::inputs::{LogArgs, SizeArgs};
+use crate::progress::Stage;
+
+/// Arguments of `ballot ingest`.
+#[derive(Args, Debug)]
+pub struct IngestArgs {
+    /// Input log (any supported format, gzip-transparent).
+    pub input: PathBuf,
+    /// Output Parquet log (`ts`, `user`, `query`).
+    #[arg(short, long)]
+    pub output: PathBuf,
+    /// Keep consecutive repeats.
+    #[arg(long)]
+    pub keep_repeats: bool,
+}
+
+/// Converts any supported log to the Parquet log schema.
+pub fn ingest(args: &IngestArgs) -> Result<()> {
+    let stage = Stage::start("reading");
+    let log = read_log(
+        &args.input,
+        &ReadOptions {
+            keep_repeats: args.keep_repeats,
+        },
+    )?;
+    stage.finish(&log.report.summary());
+    write_log_parquet(&args.output, &log.records)?;
+    println!(
+        "wrote {} queries to {}",
+        log.records.len(),
+        args.output.display()
+    );
+    Ok(())
+}
+
+/// Arguments of `ballot gen`.
+#[derive(Args, Debug)]
+pub struct GenArgs {
+    /// Output Parquet log.
+    #[arg(short, long)]
+    pub output: PathBuf,
+    /// Output frequency table (default: next to the log, `<stem>.freq.tsv`).
+    #[arg(long)]
+    pub freq_out: Option<PathBuf>,
+    /// Number of queries.
+    #[arg(long, default_value_t = SynthConfig::default().queries)]
+    pub queries: usize,
+    /// Seed.
+    #[arg(long, default_value_t = SynthConfig::default().seed)]
+    pub seed: u64,
+    /// Override a generator knob, `NAME=VALUE` (repeatable); see the README.
+    #[arg(long = "set", value_name = "NAME=VALUE")]
+    pub knobs: Vec<String>,
+}
+
+/// Writes the synthetic log and its frequency table.
+pub fn gen(args: &GenArgs) -> Result<()> {
+    let mut cfg = SynthConfig {
+        queries: args.queries,
+        seed: args.seed,
+        ..SynthConfig::default()
+    };
+    for kv in &args.knobs {
+        let (k, v) = kv
+            .split_once('=')
+            .with_context(|| format!("--set {kv:?}: expected NAME=VALUE"))?;
+        cfg.set(k.trim(), v.trim())?;
+    }
+    cfg.validate()?;
+    let stage = Stage::start("generating");
+    let log = generate(&cfg);
+    stage.finish(&format!("{} queries", log.queries.len()));
+    let records: Vec<LogRecord> = log
+        .queries
+        .iter()
+        .zip(&log.users)
+        .zip(&log.timestamps_ms)
+        .map(|((q, u), t)| LogRecord {
+            ts: Some(*t),
+            user: Some(u.to_string()),
+            query: q.clone(),
+        })
+        .collect();
+    write_log_parquet(&args.output, &records)?;
+    let freq_path = args.freq_out.clone().unwrap_or_else(|| {
+        let stem = args
+            .output
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "log".into());
+        args.output.with_file_name(format!("{stem}.freq.tsv"))
+    });
+    write_freq_tsv(&freq_path, &log.freq)
+        .with_context(|| format!("{}: cannot write", freq_path.display()))?;
+    println!(
+        "wrote {} queries to {} and {} term frequencies to {}",
+        records.len(),
+        args.output.display(),
+        log.freq.len(),
+        freq_path.display()
+    );
+    Ok(())
+}
+
+/// Arguments of `ballot sizes`.
+#[derive(Args, Debug)]
+pub struct SizesArgs {
+    #[command(flatten)]
+    pub log: LogArgs,
+    #[command(flatten)]
+    pub sizes: SizeArgs,
+    /// Output size table `(term, bytes)`.
+    #[arg(short, long)]
+    pub output: PathBuf,
+}
+
+/// Writes the postings size of every term of the log.
+pub fn sizes(args: &SizesArgs) -> Result<()> {
+    let dataset = args.log.load()?;
+    let sizes = args.sizes.load(&dataset)?;
+    let mut tokens = Tokens::new();
+    let mut terms: FxHashSet<String> = FxHashSet::default();
+    for q in &dataset.queries {
+        tokens.tokenize(q);
+        for t in tokens.iter() {
+            if !terms.contains(t) {
+                terms.insert(t.to_owned());
+            }
+        }
+    }
+    let table = sizes.table_for(terms.iter().map(String::as_str));
+    table.write_parquet(&args.output)?;
+    let total: u64 = table.sorted().iter().map(|(_, b)| b).sum();
+    println!(
+        "wrote {} terms ({} postings bytes) to {}",
+        table.len(),
+        total,
+        args.output.display()
+    );
+    Ok(())
+}
+
+/// Arguments of `ballot stats`.
+#[derive(Args, Debug)]
+pub struct StatsArgs {
+    #[command(flatten)]
+    pub log: LogArgs,
+    #[command(flatten)]
+    pub sizes: SizeArgs,
+}
+
+/// Prints a log's headline statistics (and postings statistics when sizes are known).
+pub fn stats(args: &StatsArgs) -> Result<()> {
+    let dataset = args.log.load()?;
+    if let Some(s) = &dataset.read_summary {
+        eprintln!("{s}");
+    }
+    println!("log: {}", dataset.label);
+    let st = log_stats(dataset.queries.iter().map(String::as_str));
+    for (label, value) in st.table_rows() {
+        println!("  {label:<48} {value}");
+    }
+    if let Ok(sizes) = args.sizes.load(&dataset) {
+        let ps = postings_stats(dataset.queries.iter().map(String::as_str), |t| sizes.bytes(t));
+        for (label, value) in ps.table_rows() {
+            println!("  {label:<48} {value}");
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,251 @@
+//! `ballot eval`: replays the test part of a log through every requested routing policy
+//! into R simulated replica caches, for one or more cache sizes, and reports miss bytes,
+//! imbalance and the one-big-cache bound (table, JSON, SVG).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use balancer::policy::PolicyKind;
+use cache_sim::eviction::EvictionKind;
+use cache_sim::sim::replay::DEFAULT_WINDOW;
+use cache_sim::sim::{run_grid, GridConfig, GridOutput, Trace};
+use clap::Args;
+use data::table::VotingTable;
+use serde_json::json;
+
+use crate::chart::{line_chart, Series};
+use crate::inputs::{LogArgs, SizeArgs, SplitArgs};
+use crate::progress::Stage;
+
+/// Arguments of `ballot eval`.
+#[derive(Args, Debug)]
+pub struct EvalArgs {
+    #[command(flatten)]
+    pub log: LogArgs,
+    #[command(flatten)]
+    pub sizes: SizeArgs,
+    #[command(flatten)]
+    pub split: SplitArgs,
+    /// Number of replicas R.
+    #[arg(long, default_value_t = 8)]
+    pub replicas: usize,
+    /// Per-replica cache capacity as a fraction of the log's distinct postings bytes;
+    /// comma-separated for several sizes.
+    #[arg(long, default_value = "0.05", value_delimiter = ',')]
+    pub cache_frac: Vec<f64>,
+    /// `all` or a comma-separated list of policy names.
+    #[arg(long, default_value = "all")]
+    pub policies: String,
+    /// Voting table for the `table` policy (with `all`, `table` runs only if given).
+    #[arg(long)]
+    pub table: Option<PathBuf>,
+    /// Eviction policy of every simulated cache: lru, sieve or s3fifo.
+    #[arg(long, default_value = "lru")]
+    pub eviction: EvictionKind,
+    /// Load-bound slack of the bounded policies.
+    #[arg(long, default_value_t = 0.05)]
+    pub eps: f64,
+    /// Trailing window (queries) of the simulated load view.
+    #[arg(long, default_value_t = DEFAULT_WINDOW)]
+    pub window: usize,
+    /// Seed of random routing choices.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Write all results as JSON here.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Draw miss bytes ratio per policy across cache sizes as SVG here.
+    #[arg(long)]
+    pub svg: Option<PathBuf>,
+}
+
+/// Parses `all` or a list of names; `all` includes `table` only when a table is given.
+pub fn parse_policies(spec: &str, have_table: bool) -> Result<Vec<PolicyKind>> {
+    if spec.trim() == "all" {
+        return Ok(PolicyKind::ALL
+            .into_iter()
+            .filter(|k| have_table || !k.needs_table())
+            .collect());
+    }
+    let mut out = Vec::new();
+    for name in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let kind: PolicyKind = name.parse()?;
+        if kind.needs_table() && !have_table {
+            bail!("policy `{kind}` needs --table TABLE.parquet");
+        }
+        if !out.contains(&kind) {
+            out.push(kind);
+        }
+    }
+    if out.is_empty() {
+        bail!("--policies names no policy");
+    }
+    Ok(out)
+}
+
+/// Runs `ballot eval`.
+pub fn run(args: &EvalArgs) -> Result<()> {
+    let started = Instant::now();
+    if args.replicas == 0 {
+        bail!("--replicas must be at least 1");
+    }
+    for &f in &args.cache_frac {
+        if !(f > 0.0 && f <= 1.0) {
+            bail!("--cache-frac {f} is not in (0, 1]");
+        }
+    }
+    if args.window == 0 {
+        bail!("--window must be at least 1");
+    }
+    let policies = parse_policies(&args.policies, args.table.is_some())?;
+    let table = match &args.table {
+        Some(p) => {
+            let r = u16::try_from(args.replicas).context("--replicas is too large")?;
+            Some(Arc::new(VotingTable::read_parquet(p, Some(r))?))
+        }
+        None => None,
+    };
+
+    let stage = Stage::start("reading log");
+    let dataset = args.log.load()?;
+    stage.finish(&format!("{} queries from {}", dataset.queries.len(), dataset.label));
+    if let Some(s) = &dataset.read_summary {
+        eprintln!("{s}");
+    }
+    let sizes = args.sizes.load(&dataset)?;
+    let order = args.split.apply(&dataset)?;
+    let stage = Stage::start("tokenizing");
+    let trace = Trace::build(dataset.ordered(&order), order.train_len, &sizes);
+    stage.finish(&format!(
+        "{} train + {} test queries, {} distinct terms, {} postings bytes",
+        trace.train_len,
+        trace.test_len(),
+        trace.dict.len(),
+        trace.distinct_bytes()
+    ));
+
+    let cfg = GridConfig {
+        replicas: args.replicas,
+        cache_fracs: args.cache_frac.clone(),
+        policies,
+        eviction: args.eviction,
+        eps: args.eps,
+        window: args.window,
+        seed: args.seed,
+        table,
+    };
+    let stage = Stage::start(&format!(
+        "simulating {} policies x {} cache sizes",
+        cfg.policies.len(),
+        cfg.cache_fracs.len()
+    ));
+    let out = run_grid(&trace, &cfg)?;
+    stage.finish("done");
+
+    print_table(&out);
+    println!(
+        "lookups_per_sec {:.1}M (median single-thread replay), total {:.1}s",
+        out.lookups_per_sec / 1e6,
+        started.elapsed().as_secs_f64()
+    );
+    let config = json!({
+        "log": dataset.label,
+        "queries": trace.len(),
+        "train_queries": trace.train_len,
+        "test_queries": trace.test_len(),
+        "distinct_terms": trace.dict.len(),
+        "distinct_postings_bytes": trace.distinct_bytes(),
+        "replicas": args.replicas,
+        "cache_fracs": args.cache_frac,
+        "eviction": args.eviction.name(),
+        "eps": args.eps,
+        "window": args.window,
+        "seed": args.seed,
+        "split": format!("{:?}", args.split.split()?),
+        "keep_repeats": args.log.keep_repeats,
+        "sizes": match (&args.sizes.sizes, &args.sizes.freq) {
+            (Some(p), _) => format!("table {}", p.display()),
+            (None, Some(p)) => format!("model over {} (N={}, L={})", p.display(), args.sizes.docs, args.sizes.doc_len),
+            (None, None) => "model over the synthetic log's frequency table".to_owned(),
+        },
+        "table": args.table.as_ref().map(|p| p.display().to_string()),
+    });
+    if let Some(path) = &args.json {
+        let doc = json!({
+            "config": config,
+            "results": out.results,
+            "bounds": out.bounds,
+            "lookups_per_sec": out.lookups_per_sec,
+        });
+        write_json(path, &doc)?;
+    }
+    if let Some(path) = &args.svg {
+        draw(path, &out, args.replicas)?;
+    }
+    Ok(())
+}
+
+/// Writes pretty JSON, naming the file on failure.
+pub fn write_json(path: &Path, doc: &serde_json::Value) -> Result<()> {
+    let text = serde_json::to_string_pretty(doc)?;
+    std::fs::write(path, text + "\n").with_context(|| format!("{}: cannot write", path.display()))
+}
+
+fn print_table(out: &GridOutput) {
+    println!(
+        "{:<14} {:>10} {:>9} {:>10} {:>11} {:>12} {:>9} {:>11} {:>9}",
+        "policy", "cache_frac", "replicas", "miss_bytes", "miss_ratio", "flash_B/q", "imbalance", "imb_p99_win", "overflow"
+    );
+    for r in &out.results {
+        println!(
+            "{:<14} {:>10} {:>9} {:>10.4} {:>11.4} {:>12.0} {:>9.3} {:>11.3} {:>9.3}",
+            r.policy,
+            r.cache_frac,
+            r.replicas,
+            r.sim.miss_bytes_ratio,
+            r.sim.miss_ratio,
+            r.sim.flash_bytes_per_query,
+            r.sim.imbalance,
+            r.sim.imbalance_p99_window,
+            r.sim.overflow_share
+        );
+    }
+    for b in &out.bounds {
+        println!(
+            "{:<14} {:>10} {:>9} {:>10.4}",
+            b.name, b.cache_frac, "1", b.miss_bytes_ratio
+        );
+    }
+}
+
+fn draw(path: &Path, out: &GridOutput, replicas: usize) -> Result<()> {
+    let mut series: Vec<Series> = Vec::new();
+    for r in &out.results {
+        match series.iter_mut().find(|s| s.name == r.policy) {
+            Some(s) => s.points.push((r.cache_frac, r.sim.miss_bytes_ratio)),
+            None => series.push(Series {
+                name: r.policy.clone(),
+                points: vec![(r.cache_frac, r.sim.miss_bytes_ratio)],
+                dashed: false,
+            }),
+        }
+    }
+    series.push(Series {
+        name: "one-big-cache".into(),
+        points: out
+            .bounds
+            .iter()
+            .map(|b| (b.cache_frac, b.miss_bytes_ratio))
+            .collect(),
+        dashed: true,
+    });
+    line_chart(
+        path,
+        &format!("Miss bytes ratio by routing policy (R = {replicas}, test part)"),
+        "per-replica cache size (fraction of distinct postings bytes)",
+        "miss bytes ratio",
+        &mut series,
+    )
+}

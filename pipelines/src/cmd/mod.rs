@@ -1,0 +1,4 @@
+//! One module per `ballot` subcommand.
+
+pub mod data_cmds;
+pub mod eval;

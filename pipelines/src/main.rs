@@ -1,0 +1,52 @@
+//! `ballot`: the batch jobs of the ballot cache-aware load balancer — ingest query logs,
+//! generate the synthetic default log, compute postings sizes, print log statistics and
+//! evaluate every routing policy's cache hits by simulation.
+
+mod chart;
+mod cmd;
+mod inputs;
+mod progress;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Cache-aware load balancing of search replicas: batch jobs.
+#[derive(Parser, Debug)]
+#[command(name = "ballot", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Convert a query log (AOL, Query-column, TSV, lines, Parquet; gzip ok) to Parquet.
+    Ingest(cmd::data_cmds::IngestArgs),
+    /// Generate the synthetic query log and its matching word-frequency table.
+    Gen(cmd::data_cmds::GenArgs),
+    /// Write the postings size (bytes) of every term of a log.
+    Sizes(cmd::data_cmds::SizesArgs),
+    /// Print a log's headline statistics.
+    Stats(cmd::data_cmds::StatsArgs),
+    /// Simulate every routing policy's cache misses and load balance on a log.
+    Eval(cmd::eval::EvalArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match &cli.command {
+        Command::Ingest(a) => cmd::data_cmds::ingest(a),
+        Command::Gen(a) => cmd::data_cmds::gen(a),
+        Command::Sizes(a) => cmd::data_cmds::sizes(a),
+        Command::Stats(a) => cmd::data_cmds::stats(a),
+        Command::Eval(a) => cmd::eval::run(a),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

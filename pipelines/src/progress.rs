@@ -1,0 +1,42 @@
+//! Progress reporting for long stages: an indicatif spinner on a terminal, nothing when
+//! stderr is not a terminal (CI logs, pipes), and always a one-line summary with the
+//! stage's wall time.
+
+use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+/// A running stage.
+pub struct Stage {
+    name: String,
+    bar: ProgressBar,
+    started: Instant,
+}
+
+impl Stage {
+    /// Starts a stage with a spinner (hidden when stderr is not a terminal).
+    pub fn start(name: &str) -> Stage {
+        let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+        if let Ok(style) = ProgressStyle::with_template("{spinner} {msg} [{elapsed}]") {
+            bar.set_style(style);
+        }
+        bar.set_message(name.to_owned());
+        bar.enable_steady_tick(Duration::from_millis(120));
+        Stage {
+            name: name.to_owned(),
+            bar,
+            started: Instant::now(),
+        }
+    }
+
+    /// Seconds since the stage started.
+    pub fn seconds(&self) -> f64 {
+        self.started.elapsed().as_secs_f64()
+    }
+
+    /// Ends the stage and prints `name: summary (N.Ns)` to stderr.
+    pub fn finish(self, summary: &str) {
+        self.bar.finish_and_clear();
+        eprintln!("{}: {} ({:.1}s)", self.name, summary, self.seconds());
+    }
+}
