@@ -33,6 +33,28 @@ pub trait LoadView {
     fn live_count(&self) -> usize {
         (0..self.replicas()).filter(|&r| self.is_live(r)).count()
     }
+    /// Bit mask of the live replicas (bit `r` set when replica `r` is live). Views that know
+    /// every replica is live override this to skip the per-replica calls.
+    fn live_bits(&self) -> u64 {
+        let n = self.replicas().min(MAX_REPLICAS);
+        (0..n)
+            .filter(|&r| self.is_live(r))
+            .fold(0, |m, r| m | 1 << r)
+    }
+    /// The members of `mask` whose load is strictly below `cap`. Views with their loads in a
+    /// slice override this with a tight loop.
+    fn below_cap_bits(&self, mask: u64, cap: u64) -> u64 {
+        let mut under = 0u64;
+        let mut rest = mask;
+        while rest != 0 {
+            let r = rest.trailing_zeros() as usize;
+            rest &= rest - 1;
+            if self.load(r) < cap {
+                under |= 1 << r;
+            }
+        }
+        under
+    }
 }
 
 /// The bounded-load cap `ceil((1 + eps) * (total + 1) / live)`: a replica may take the next
@@ -109,13 +131,8 @@ impl LoadView for StaticLoad {
 #[inline]
 pub fn live_mask(load: &dyn LoadView, replicas: usize) -> u64 {
     let n = replicas.min(load.replicas()).min(MAX_REPLICAS);
-    let mut mask = 0u64;
-    for r in 0..n {
-        if load.is_live(r) {
-            mask |= 1 << r;
-        }
-    }
-    mask
+    let first_n = if n == 64 { u64::MAX } else { (1u64 << n) - 1 };
+    load.live_bits() & first_n
 }
 
 /// The `k`-th (0-based) set bit of `mask`, counting from bit 0; `k` must be below
@@ -138,16 +155,7 @@ pub(crate) fn random_member(mask: u64, rng: &mut data::rng::Rng) -> usize {
 /// The members of `live` whose load is strictly below `cap`.
 #[inline]
 pub(crate) fn under_cap_mask(load: &dyn LoadView, live: u64, cap: u64) -> u64 {
-    let mut under = 0u64;
-    let mut rest = live;
-    while rest != 0 {
-        let r = rest.trailing_zeros() as usize;
-        rest &= rest - 1;
-        if load.load(r) < cap {
-            under |= 1 << r;
-        }
-    }
-    under
+    load.below_cap_bits(live, cap)
 }
 
 /// The least loaded member of `mask` (ties to the lowest index); `mask` must be non-empty.

@@ -92,7 +92,11 @@ fn check_invariants(kind: EvictionKind, capacity: u64, ops: &[Op]) {
         }
         keys.sort_unstable();
         keys.dedup();
-        let cached: Vec<u32> = keys.iter().copied().filter(|&k| cache.contains(k)).collect();
+        let cached: Vec<u32> = keys
+            .iter()
+            .copied()
+            .filter(|&k| cache.contains(k))
+            .collect();
         let bytes: u64 = cached.iter().map(|k| cached_size[k]).sum();
         assert!(cache.used_bytes() <= capacity, "{}", at());
         assert_eq!(cache.used_bytes(), bytes, "{}", at());
@@ -127,7 +131,11 @@ impl TimestampLru {
             return;
         }
         while self.capacity - self.objects.values().map(|o| o.0).sum::<u64>() < size {
-            let oldest = self.objects.iter().min_by_key(|(_, o)| o.1).map(|(&k, _)| k);
+            let oldest = self
+                .objects
+                .iter()
+                .min_by_key(|(_, o)| o.1)
+                .map(|(&k, _)| k);
             self.objects.remove(&oldest.unwrap());
         }
         self.objects.insert(key, (size, self.clock));

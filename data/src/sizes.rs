@@ -247,8 +247,9 @@ impl SizeTable {
         for chunk in self.sorted().chunks(65_536) {
             let terms = StringArray::from_iter_values(chunk.iter().map(|(t, _)| *t));
             let bytes = UInt64Array::from_iter_values(chunk.iter().map(|(_, b)| *b));
-            let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(terms), Arc::new(bytes)])
-                .map_err(|e| pq(e.into()))?;
+            let batch =
+                RecordBatch::try_new(schema.clone(), vec![Arc::new(terms), Arc::new(bytes)])
+                    .map_err(|e| pq(e.into()))?;
             writer.write(&batch).map_err(pq)?;
         }
         writer.close().map_err(pq)?;
@@ -285,14 +286,20 @@ impl SizeTable {
                 .as_any()
                 .downcast_ref::<StringArray>()
                 .ok_or_else(|| {
-                    schema_err(format!("column `term` is {}", batch.column(term_col).data_type()))
+                    schema_err(format!(
+                        "column `term` is {}",
+                        batch.column(term_col).data_type()
+                    ))
                 })?;
             let bytes = batch
                 .column(bytes_col)
                 .as_any()
                 .downcast_ref::<UInt64Array>()
                 .ok_or_else(|| {
-                    schema_err(format!("column `bytes` is {}", batch.column(bytes_col).data_type()))
+                    schema_err(format!(
+                        "column `bytes` is {}",
+                        batch.column(bytes_col).data_type()
+                    ))
                 })?;
             if terms.null_count() > 0 || bytes.null_count() > 0 {
                 return Err(schema_err("null values".into()));
@@ -354,7 +361,11 @@ mod tests {
     fn freq_tsv_reads_header_and_rejects_bad_lines() {
         let dir = tempfile::tempdir().unwrap();
         let good = dir.path().join("f.tsv");
-        std::fs::write(&good, "word\tfrequency_per_token\nthe\t5.37e-02\nzebra\t1e-6\n").unwrap();
+        std::fs::write(
+            &good,
+            "word\tfrequency_per_token\nthe\t5.37e-02\nzebra\t1e-6\n",
+        )
+        .unwrap();
         let t = FreqTable::read_tsv(&good).unwrap();
         assert_eq!(t.len(), 2);
         assert_eq!(t.get("zebra"), Some(1e-6));
@@ -367,7 +378,10 @@ mod tests {
 
         let empty = dir.path().join("empty.tsv");
         std::fs::write(&empty, "word\tfrequency_per_token\n").unwrap();
-        assert!(FreqTable::read_tsv(&empty).unwrap_err().to_string().contains("no entries"));
+        assert!(FreqTable::read_tsv(&empty)
+            .unwrap_err()
+            .to_string()
+            .contains("no entries"));
     }
 
     #[test]

@@ -122,7 +122,12 @@ mod tests {
         let mut all = a.order.clone();
         all.sort_unstable();
         assert_eq!(all, (0..1000).collect::<Vec<_>>());
-        let other = Split::Shuffle { train_frac: 0.8, seed: 2 }.apply(1000, |_| None).unwrap();
+        let other = Split::Shuffle {
+            train_frac: 0.8,
+            seed: 2,
+        }
+        .apply(1000, |_| None)
+        .unwrap();
         assert_ne!(a.order, other.order);
     }
 
@@ -144,6 +149,11 @@ mod tests {
 
     #[test]
     fn bad_fraction_is_rejected() {
-        assert!(Split::Shuffle { train_frac: 1.5, seed: 1 }.apply(10, |_| None).is_err());
+        assert!(Split::Shuffle {
+            train_frac: 1.5,
+            seed: 1
+        }
+        .apply(10, |_| None)
+        .is_err());
     }
 }

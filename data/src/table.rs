@@ -360,7 +360,9 @@ fn resolve_replicas(
     };
     let declared = match metadata.get(KEY_REPLICAS) {
         Some(v) => Some(v.trim().parse::<u16>().map_err(|_| {
-            meta_err(format!("metadata {KEY_REPLICAS} = {v:?} is not a replica count"))
+            meta_err(format!(
+                "metadata {KEY_REPLICAS} = {v:?} is not a replica count"
+            ))
         })?),
         None => None,
     };
@@ -432,7 +434,9 @@ mod tests {
             (vec![], "no rows"),
         ];
         for (rows, needle) in cases {
-            let err = VotingTable::new(4, rows, meta.clone()).unwrap_err().to_string();
+            let err = VotingTable::new(4, rows, meta.clone())
+                .unwrap_err()
+                .to_string();
             assert!(err.contains(needle), "{err:?} should mention {needle:?}");
         }
         assert!(VotingTable::new(4, vec![row("a", 0, 0.0), row("a", 3, 2.0)], meta).is_ok());

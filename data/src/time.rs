@@ -73,15 +73,32 @@ mod tests {
     fn parses_known_instants() {
         assert_eq!(parse_datetime_ms("1970-01-01 00:00:00"), Some(0));
         // 2006-03-01 00:01:44 UTC = 1141171304 s.
-        assert_eq!(parse_datetime_ms("2006-03-01 00:01:44"), Some(1_141_171_304_000));
-        assert_eq!(parse_datetime_ms("2006-05-01T00:00:00"), Some(1_146_441_600_000));
+        assert_eq!(
+            parse_datetime_ms("2006-03-01 00:01:44"),
+            Some(1_141_171_304_000)
+        );
+        assert_eq!(
+            parse_datetime_ms("2006-05-01T00:00:00"),
+            Some(1_146_441_600_000)
+        );
         assert_eq!(parse_datetime_ms("2006-05-01"), Some(1_146_441_600_000));
-        assert_eq!(parse_datetime_ms("2000-02-29 12:00:00Z"), Some(951_825_600_000));
+        assert_eq!(
+            parse_datetime_ms("2000-02-29 12:00:00Z"),
+            Some(951_825_600_000)
+        );
     }
 
     #[test]
     fn rejects_garbage() {
-        for s in ["", "2006-13-01", "2006-02-30", "06-01-01", "2006-05-01 25:00:00", "abc", "2006-05-01 1:2:3"] {
+        for s in [
+            "",
+            "2006-13-01",
+            "2006-02-30",
+            "06-01-01",
+            "2006-05-01 25:00:00",
+            "abc",
+            "2006-05-01 1:2:3",
+        ] {
             assert_eq!(parse_datetime_ms(s), None, "{s}");
         }
     }

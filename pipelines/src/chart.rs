@@ -80,10 +80,17 @@ pub fn line_chart(
                 .map_err(|e| err(&e))?
         };
         anno.label(s.name.clone()).legend(move |(x, y)| {
-            PathElement::new(vec![(x, y), (x + 18, y)], ShapeStyle::from(&color).stroke_width(2))
+            PathElement::new(
+                vec![(x, y), (x + 18, y)],
+                ShapeStyle::from(&color).stroke_width(2),
+            )
         });
         chart
-            .draw_series(points.iter().map(|&(x, y)| Circle::new((x, y), 3, color.filled())))
+            .draw_series(
+                points
+                    .iter()
+                    .map(|&(x, y)| Circle::new((x, y), 3, color.filled())),
+            )
             .map_err(|e| err(&e))?;
     }
     chart

@@ -187,6 +187,9 @@ impl SplitArgs {
 impl Dataset {
     /// The queries in split order (train first).
     pub fn ordered<'a>(&'a self, order: &'a SplitOrder) -> impl Iterator<Item = &'a str> + 'a {
-        order.order.iter().map(|&i| self.queries[i as usize].as_str())
+        order
+            .order
+            .iter()
+            .map(|&i| self.queries[i as usize].as_str())
     }
 }

@@ -31,6 +31,8 @@ enum Command {
     Stats(cmd::data_cmds::StatsArgs),
     /// Simulate every routing policy's cache misses and load balance on a log.
     Eval(cmd::eval::EvalArgs),
+    /// Run the whole offline evaluation on the embedded default data and write a report.
+    Demo(cmd::demo::DemoArgs),
 }
 
 fn main() -> ExitCode {
@@ -40,7 +42,8 @@ fn main() -> ExitCode {
         Command::Gen(a) => cmd::data_cmds::gen(a),
         Command::Sizes(a) => cmd::data_cmds::sizes(a),
         Command::Stats(a) => cmd::data_cmds::stats(a),
-        Command::Eval(a) => cmd::eval::run(a),
+        Command::Eval(a) => cmd::eval::run(a).map(|_| ()),
+        Command::Demo(a) => cmd::demo::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -19,9 +19,9 @@
 //! cache's working set. Memory is four bytes per key up to the largest key ever inserted
 //! (dense term ids) plus one entry per cached key.
 
-mod lru;
-mod s3fifo;
-mod sieve;
+pub mod lru;
+pub mod s3fifo;
+pub mod sieve;
 
 pub use lru::Lru;
 pub use s3fifo::S3Fifo;
@@ -32,8 +32,9 @@ use std::str::FromStr;
 
 /// A byte-capacity cache of postings lists keyed by a dense term id.
 ///
-/// Keys index per-key vectors, so memory grows with the largest key inserted. `u32::MAX` is
-/// reserved as the list terminator and is never cached.
+/// Keys index a per-cache vector (four bytes per key up to the largest key inserted), so
+/// they should be dense ids. `u32::MAX` is reserved as the list terminator and is never
+/// cached.
 pub trait Cache: Send {
     /// Looks `key` up; on a hit records the access (policy bookkeeping) and returns true.
     fn get(&mut self, key: u32) -> bool;
@@ -152,6 +153,7 @@ struct Entry {
     next: u32,
     key: u32,
     state: u32,
+    size: u64,
 }
 
 /// The keys a policy tracks: `index[key]` is the slot of the key's entry (or [`NIL`]), and
@@ -162,7 +164,6 @@ struct Entry {
 struct Slab {
     index: Vec<u32>,
     entries: Vec<Entry>,
-    sizes: Vec<u64>,
     /// Head of the chain of free slots.
     free: u32,
 }
@@ -172,7 +173,6 @@ impl Slab {
         Slab {
             index: Vec::new(),
             entries: Vec::new(),
-            sizes: Vec::new(),
             free: NIL,
         }
     }
@@ -204,17 +204,16 @@ impl Slab {
             next: NIL,
             key,
             state,
+            size,
         };
         let slot = if self.free == NIL {
             self.entries.push(entry);
-            self.sizes.push(size);
             // Fewer entries than keys, and keys are below u32::MAX.
             (self.entries.len() - 1) as u32
         } else {
             let slot = self.free;
             self.free = self.entries[slot as usize].next;
             self.entries[slot as usize] = entry;
-            self.sizes[slot as usize] = size;
             slot
         };
         if self.index.len() <= key as usize {
@@ -284,7 +283,7 @@ impl Queue {
     fn push_head(&mut self, slab: &mut Slab, slot: u32) {
         self.link_head(slab, slot);
         self.len += 1;
-        self.bytes += slab.sizes[slot as usize];
+        self.bytes += slab.entry(slot).size;
     }
 
     /// Takes `slot`, which must be in this queue, out of it.
@@ -292,7 +291,7 @@ impl Queue {
     fn remove(&mut self, slab: &mut Slab, slot: u32) {
         self.unlink(slab, slot);
         self.len -= 1;
-        self.bytes -= slab.sizes[slot as usize];
+        self.bytes -= slab.entry(slot).size;
     }
 
     /// Moves `slot`, which must be in this queue, to the head.
@@ -348,7 +347,10 @@ mod tests {
         });
         let [a, b, c] = slots;
         assert_eq!((q.len(), q.bytes(), q.tail()), (3, 60, Some(a)));
-        assert_eq!((slab.slot(7), slab.slot(9), slab.slot(8)), (Some(a), Some(c), None));
+        assert_eq!(
+            (slab.slot(7), slab.slot(9), slab.slot(8)),
+            (Some(a), Some(c), None)
+        );
         assert_eq!(Queue::newer(&slab, a), Some(b));
         assert_eq!(Queue::newer(&slab, c), None);
         q.move_to_head(&mut slab, a); // a c b
@@ -363,6 +365,23 @@ mod tests {
         q.remove(&mut slab, a);
         assert!(q.is_empty());
         assert_eq!((q.bytes(), q.tail(), q.head), (0, None, NIL));
+    }
+
+    #[test]
+    fn slab_reuses_freed_slots_before_growing() {
+        let mut slab = Slab::new();
+        let slots = [0, 1, 2, 3].map(|key| slab.add(key, 1, 0));
+        slab.release(slots[1]);
+        slab.release(slots[3]);
+        assert_eq!((slab.slot(1), slab.slot(3)), (None, None));
+        // Last freed, first reused; no growth while free slots remain.
+        assert_eq!(
+            [slab.add(10, 1, 0), slab.add(11, 1, 0)],
+            [slots[3], slots[1]]
+        );
+        assert_eq!(slab.entries.len(), 4);
+        assert_eq!(slab.add(12, 1, 0), 4);
+        assert_eq!((slab.slot(10), slab.slot(12)), (Some(slots[3]), Some(4)));
     }
 
     #[test]

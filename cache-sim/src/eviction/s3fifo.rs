@@ -25,9 +25,9 @@
 //!   promote on `freq ≥ 1`, one hit while in S, as this project's design specifies: S is only
 //!   10% of the bytes, so its window is short, and a term queried twice within it already
 //!   separates itself from the one-hit wonders S exists to filter.
-//! - Frequency on promotion. Algorithm 1 does not say; libCacheSim creates a fresh object in
-//!   M, i.e. frequency 0. We reset it to 0 too: the hits that earned the promotion are not
-//!   counted again as reinsertion credit in M.
+//! - Frequency on promotion. Algorithm 1 leaves it implicit ("insert t to M"); libCacheSim
+//!   creates a fresh object in M, i.e. frequency 0. We reset it to 0 too: the hits that
+//!   earned the promotion are not counted again as reinsertion credit in M.
 //! - Ghost bound. The paper sizes G to remember as many objects as M holds. With variable
 //!   sizes we bound G by bytes instead: the sizes of its keys at eviction time sum to at most
 //!   M's share of the capacity (libCacheSim's default ghost size, 90% of the cache). The bound

@@ -131,7 +131,8 @@ pub fn replay_into<O: Observer>(
     let mut flash_per_replica = vec![0u64; r];
     let mut window_counts = vec![0u64; r];
     let mut window_imbalances = Vec::new();
-    let (mut lookups, mut misses, mut requested, mut missed, mut overflow) = (0u64, 0u64, 0u64, 0u64, 0u64);
+    let (mut lookups, mut misses, mut requested, mut missed, mut overflow) =
+        (0u64, 0u64, 0u64, 0u64, 0u64);
     let mut total_lookups = 0u64;
 
     for q in 0..trace.len() {

@@ -49,9 +49,8 @@ impl Trace {
                 }
                 t.query_terms.push(id);
             }
-            t.query_offsets.push(
-                u32::try_from(t.query_terms.len()).expect("more than 2^32 term occurrences"),
-            );
+            t.query_offsets
+                .push(u32::try_from(t.query_terms.len()).expect("more than 2^32 term occurrences"));
             t.query_hashes.push(term_hash(tokens.normalized()));
         }
         t.train_len = train_len.min(t.len());
@@ -107,7 +106,10 @@ mod tests {
 
     #[test]
     fn builds_csr_with_shared_ids() {
-        let sizes = Sizes::Table(SizeTable::from_pairs([("a".to_string(), 100), ("b".to_string(), 7)]));
+        let sizes = Sizes::Table(SizeTable::from_pairs([
+            ("a".to_string(), 100),
+            ("b".to_string(), 7),
+        ]));
         let t = Trace::build(["A b", "b c b", ""], 1, &sizes);
         assert_eq!(t.len(), 3);
         assert_eq!(t.train_len, 1);

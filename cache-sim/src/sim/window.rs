@@ -59,6 +59,30 @@ impl LoadView for WindowLoad {
     fn total(&self) -> u64 {
         self.filled as u64
     }
+
+    #[inline]
+    fn live_count(&self) -> usize {
+        self.counts.len()
+    }
+
+    #[inline]
+    fn live_bits(&self) -> u64 {
+        let n = self.counts.len();
+        if n >= 64 {
+            u64::MAX
+        } else {
+            (1u64 << n) - 1
+        }
+    }
+
+    #[inline]
+    fn below_cap_bits(&self, mask: u64, cap: u64) -> u64 {
+        let mut under = 0u64;
+        for (r, &c) in self.counts.iter().enumerate().take(64) {
+            under |= u64::from(c < cap) << r;
+        }
+        under & mask
+    }
 }
 
 #[cfg(test)]

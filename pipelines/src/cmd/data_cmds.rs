@@ -175,7 +175,9 @@ pub fn stats(args: &StatsArgs) -> Result<()> {
         println!("  {label:<48} {value}");
     }
     if let Ok(sizes) = args.sizes.load(&dataset) {
-        let ps = postings_stats(dataset.queries.iter().map(String::as_str), |t| sizes.bytes(t));
+        let ps = postings_stats(dataset.queries.iter().map(String::as_str), |t| {
+            sizes.bytes(t)
+        });
         for (label, value) in ps.table_rows() {
             println!("  {label:<48} {value}");
         }

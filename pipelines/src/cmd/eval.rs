@@ -85,8 +85,16 @@ pub fn parse_policies(spec: &str, have_table: bool) -> Result<Vec<PolicyKind>> {
     Ok(out)
 }
 
+/// What `ballot eval` measured, with the configuration that produced it.
+pub struct EvalReport {
+    /// The configuration as written to JSON.
+    pub config: serde_json::Value,
+    /// The grid's results.
+    pub output: GridOutput,
+}
+
 /// Runs `ballot eval`.
-pub fn run(args: &EvalArgs) -> Result<()> {
+pub fn run(args: &EvalArgs) -> Result<EvalReport> {
     let started = Instant::now();
     if args.replicas == 0 {
         bail!("--replicas must be at least 1");
@@ -110,7 +118,11 @@ pub fn run(args: &EvalArgs) -> Result<()> {
 
     let stage = Stage::start("reading log");
     let dataset = args.log.load()?;
-    stage.finish(&format!("{} queries from {}", dataset.queries.len(), dataset.label));
+    stage.finish(&format!(
+        "{} queries from {}",
+        dataset.queries.len(),
+        dataset.label
+    ));
     if let Some(s) = &dataset.read_summary {
         eprintln!("{s}");
     }
@@ -174,7 +186,7 @@ pub fn run(args: &EvalArgs) -> Result<()> {
     });
     if let Some(path) = &args.json {
         let doc = json!({
-            "config": config,
+            "config": &config,
             "results": out.results,
             "bounds": out.bounds,
             "lookups_per_sec": out.lookups_per_sec,
@@ -184,7 +196,10 @@ pub fn run(args: &EvalArgs) -> Result<()> {
     if let Some(path) = &args.svg {
         draw(path, &out, args.replicas)?;
     }
-    Ok(())
+    Ok(EvalReport {
+        config,
+        output: out,
+    })
 }
 
 /// Writes pretty JSON, naming the file on failure.
@@ -196,7 +211,15 @@ pub fn write_json(path: &Path, doc: &serde_json::Value) -> Result<()> {
 fn print_table(out: &GridOutput) {
     println!(
         "{:<14} {:>10} {:>9} {:>10} {:>11} {:>12} {:>9} {:>11} {:>9}",
-        "policy", "cache_frac", "replicas", "miss_bytes", "miss_ratio", "flash_B/q", "imbalance", "imb_p99_win", "overflow"
+        "policy",
+        "cache_frac",
+        "replicas",
+        "miss_bytes",
+        "miss_ratio",
+        "flash_B/q",
+        "imbalance",
+        "imb_p99_win",
+        "overflow"
     );
     for r in &out.results {
         println!(

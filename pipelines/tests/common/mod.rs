@@ -1,0 +1,38 @@
+//! Helpers shared by the `ballot` command tests: run the real binary, and locate the real
+//! logs through `BALLOT_DATA`.
+
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+/// Runs `ballot` with `args`.
+pub fn ballot(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ballot"))
+        .args(args)
+        .output()
+        .expect("the ballot binary runs")
+}
+
+/// Stderr as text.
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Stdout as text.
+pub fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `$BALLOT_DATA/<name>`: None when `BALLOT_DATA` is unset (the test then skips); panics
+/// when it is set but the file is missing (the test must fail, not skip).
+pub fn real_data(name: &str) -> Option<PathBuf> {
+    let dir = std::env::var_os("BALLOT_DATA")?;
+    let path = PathBuf::from(dir).join(name);
+    assert!(
+        path.is_file(),
+        "BALLOT_DATA is set but {} is missing",
+        path.display()
+    );
+    Some(path)
+}

@@ -1,0 +1,60 @@
+//! The standard evaluation on the real AOL log (needs `BALLOT_DATA`): round-robin misses
+//! more bytes than term voting, which misses more than one big cache, and the numbers sit
+//! where the independent prototype put them (DESIGN.md).
+
+mod common;
+
+use common::{ballot, real_data, stderr};
+
+#[test]
+fn standard_evaluation_orders_the_policies() {
+    let (Some(log), Some(freq)) = (
+        real_data("aol-2006-1m-queries.txt.gz"),
+        real_data("wordfreq-large-en.tsv.gz"),
+    ) else {
+        eprintln!("BALLOT_DATA is unset: skipping the real-log evaluation");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("eval.json");
+    let out = ballot(&[
+        "eval",
+        "--log",
+        log.to_str().unwrap(),
+        "--freq",
+        freq.to_str().unwrap(),
+        "--replicas",
+        "8",
+        "--cache-frac",
+        "0.05",
+        "--policies",
+        "round-robin,term-vote",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(doc["config"]["queries"], 554_541, "collapsed AOL log size");
+    let get = |p: &str, key: &str| {
+        doc["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["policy"] == p)
+            .unwrap()[key]
+            .as_f64()
+            .unwrap()
+    };
+    let rr = get("round-robin", "miss_bytes_ratio");
+    let tv = get("term-vote", "miss_bytes_ratio");
+    let obc = doc["bounds"][0]["miss_bytes_ratio"].as_f64().unwrap();
+    assert!(
+        rr > tv && tv > obc,
+        "round-robin {rr} > term-vote {tv} > one-big-cache {obc}"
+    );
+    // Reference points of the prototype (DESIGN.md): 0.616 and 0.074, ±0.03.
+    assert!((rr - 0.616).abs() < 0.03, "round-robin {rr}");
+    assert!((obc - 0.074).abs() < 0.03, "one-big-cache {obc}");
+    assert!(get("term-vote", "imbalance") <= 1.05 + 1e-9);
+}
