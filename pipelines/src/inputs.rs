@@ -133,7 +133,7 @@ impl SizeArgs {
             docs: self.docs,
             doc_len: self.doc_len,
         };
-        if self.docs == 0 || !(self.doc_len > 0.0) {
+        if self.docs == 0 || self.doc_len.is_nan() || self.doc_len <= 0.0 {
             bail!("--docs and --doc-len must be positive");
         }
         match (&self.sizes, &self.freq, &dataset.synth_freq) {

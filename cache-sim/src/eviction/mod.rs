@@ -75,6 +75,14 @@ pub trait Cache: Send {
     fn kind(&self) -> EvictionKind;
 }
 
+/// Receives a concrete cache type from [`with_cache_type`].
+pub trait CacheVisitor {
+    /// What the visit returns.
+    type Output;
+    /// Runs with `make`, the constructor (`capacity_bytes -> cache`) of the chosen policy.
+    fn visit<C: Cache + 'static>(self, make: fn(u64) -> C) -> Self::Output;
+}
+
 /// Generates the policy registry from one line per policy: `Variant => "name", Type;`.
 macro_rules! registry {
     ($($(#[$doc:meta])* $variant:ident => $name:literal, $policy:ty;)+) => {
@@ -101,6 +109,15 @@ macro_rules! registry {
         pub fn new_cache(kind: EvictionKind, capacity_bytes: u64) -> Box<dyn Cache> {
             match kind {
                 $(EvictionKind::$variant => Box::new(<$policy>::new(capacity_bytes)),)+
+            }
+        }
+
+        /// Calls `visitor` with the constructor of `kind`'s concrete type, so hot loops (the
+        /// trace simulator) can be monomorphized over the policy instead of paying a virtual
+        /// call per access.
+        pub fn with_cache_type<V: CacheVisitor>(kind: EvictionKind, visitor: V) -> V::Output {
+            match kind {
+                $(EvictionKind::$variant => visitor.visit(<$policy>::new),)+
             }
         }
     };

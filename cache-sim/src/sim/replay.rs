@@ -16,7 +16,7 @@ use serde::Serialize;
 
 use super::trace::Trace;
 use super::window::WindowLoad;
-use crate::eviction::{new_cache, Cache, EvictionKind};
+use crate::eviction::{with_cache_type, Cache, CacheVisitor, EvictionKind};
 
 /// Queries per load window in the standard evaluation.
 pub const DEFAULT_WINDOW: usize = 10_000;
@@ -105,19 +105,44 @@ pub fn replay<O: Observer>(
     cfg: &SimConfig,
     observer: &mut O,
 ) -> SimResult {
-    let r = cfg.replicas;
-    let mut caches: Vec<Box<dyn Cache>> = (0..r)
-        .map(|_| new_cache(cfg.eviction, cfg.capacity_bytes))
-        .collect();
-    replay_into(trace, policy, cfg, &mut caches, observer)
+    struct Run<'a, O> {
+        trace: &'a Trace,
+        policy: &'a dyn RoutingPolicy,
+        cfg: &'a SimConfig,
+        observer: &'a mut O,
+    }
+    impl<O: Observer> CacheVisitor for Run<'_, O> {
+        type Output = SimResult;
+        fn visit<C: Cache + 'static>(self, make: fn(u64) -> C) -> SimResult {
+            let mut caches: Vec<C> = (0..self.cfg.replicas)
+                .map(|_| make(self.cfg.capacity_bytes))
+                .collect();
+            replay_into(
+                self.trace,
+                self.policy,
+                self.cfg,
+                &mut caches,
+                self.observer,
+            )
+        }
+    }
+    with_cache_type(
+        cfg.eviction,
+        Run {
+            trace,
+            policy,
+            cfg,
+            observer,
+        },
+    )
 }
 
-/// Replays into caller-provided caches (already warm, or of mixed policies).
-pub fn replay_into<O: Observer>(
+/// Replays into caller-provided caches (already warm, for example), one per replica.
+pub fn replay_into<C: Cache, O: Observer>(
     trace: &Trace,
     policy: &dyn RoutingPolicy,
     cfg: &SimConfig,
-    caches: &mut [Box<dyn Cache>],
+    caches: &mut [C],
     observer: &mut O,
 ) -> SimResult {
     let start = Instant::now();

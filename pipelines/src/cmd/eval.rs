@@ -100,7 +100,7 @@ pub fn run(args: &EvalArgs) -> Result<EvalReport> {
         bail!("--replicas must be at least 1");
     }
     for &f in &args.cache_frac {
-        if !(f > 0.0 && f <= 1.0) {
+        if f.is_nan() || f <= 0.0 || f > 1.0 {
             bail!("--cache-frac {f} is not in (0, 1]");
         }
     }
