@@ -123,8 +123,8 @@ fn parquet_log_with_wrong_schema() {
     assert_clean_failure(&eval_args(&log, &freq), &["not-a-log.parquet", "query"]);
 }
 
-/// Writes a table with rows that bypass validation (the writer validates, so build the file
-/// from a valid table and patch it through the public API is impossible; write raw Parquet).
+/// Writes a voting table as raw Parquet, bypassing `VotingTable::write_parquet` (which
+/// validates and so cannot produce a bad table).
 fn write_raw_table(path: &Path, replicas: u16, replica: u16, weight: f32) {
     use arrow_array::{Float32Array, RecordBatch, StringArray, UInt16Array};
     use arrow_schema::{DataType, Field, Schema};
@@ -162,12 +162,33 @@ fn write_raw_table(path: &Path, replicas: u16, replica: u16, weight: f32) {
     w.close().unwrap();
 }
 
-fn table_case(file: &str, replica: u16, weight: f32, needles: &[&str]) {
+/// How a voting-table case builds its bad table file.
+enum TableFile {
+    /// Raw Parquet for `replicas` with one row voting for `replica` with `weight`.
+    Raw {
+        replicas: u16,
+        replica: u16,
+        weight: f32,
+    },
+    /// Bytes that are not Parquet at all.
+    Junk,
+}
+
+/// Runs `eval --policies table` with `--replicas replicas` against a bad table file named
+/// `file`, and checks the error names the file and mentions `needles`.
+fn table_case(file: &str, content: TableFile, replicas: &str, needles: &[&str]) {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("q.txt");
     std::fs::write(&log, "hello world\nhello\nworld\nhello there\n").unwrap();
     let table = dir.path().join(file);
-    write_raw_table(&table, 2, replica, weight);
+    match content {
+        TableFile::Raw {
+            replicas,
+            replica,
+            weight,
+        } => write_raw_table(&table, replicas, replica, weight),
+        TableFile::Junk => std::fs::write(&table, "this is not parquet").unwrap(),
+    }
     let (log, freq, table) = (
         log.display().to_string(),
         freq_file(dir.path()),
@@ -183,7 +204,7 @@ fn table_case(file: &str, replica: u16, weight: f32, needles: &[&str]) {
             "--freq",
             &freq,
             "--replicas",
-            "2",
+            replicas,
             "--policies",
             "table",
             "--table",
@@ -195,70 +216,42 @@ fn table_case(file: &str, replica: u16, weight: f32, needles: &[&str]) {
 
 #[test]
 fn voting_table_with_replica_out_of_range() {
-    table_case("far.parquet", 2, 1.0, &["replica 2", "2 replicas"]);
+    let content = TableFile::Raw {
+        replicas: 2,
+        replica: 2,
+        weight: 1.0,
+    };
+    table_case("far.parquet", content, "2", &["replica 2", "2 replicas"]);
 }
 
 #[test]
 fn voting_table_with_nan_weight() {
-    table_case("nan.parquet", 0, f32::NAN, &["NaN"]);
+    let content = TableFile::Raw {
+        replicas: 2,
+        replica: 0,
+        weight: f32::NAN,
+    };
+    table_case("nan.parquet", content, "2", &["NaN"]);
 }
 
 #[test]
 fn voting_table_for_another_replica_count() {
-    let dir = tempfile::tempdir().unwrap();
-    let table = dir.path().join("eight.parquet");
-    write_raw_table(&table, 8, 0, 1.0);
-    let log = dir.path().join("q.txt");
-    std::fs::write(&log, "hello world\nhello\n").unwrap();
-    let (log, freq, table) = (
-        log.display().to_string(),
-        freq_file(dir.path()),
-        table.display().to_string(),
-    );
-    assert_clean_failure(
-        &[
-            "eval",
-            "--log",
-            &log,
-            "--freq",
-            &freq,
-            "--replicas",
-            "4",
-            "--policies",
-            "table",
-            "--table",
-            &table,
-        ],
-        &["eight.parquet", "8 replicas", "4 are configured"],
+    let content = TableFile::Raw {
+        replicas: 8,
+        replica: 0,
+        weight: 1.0,
+    };
+    table_case(
+        "eight.parquet",
+        content,
+        "4",
+        &["8 replicas", "4 are configured"],
     );
 }
 
 #[test]
 fn voting_table_that_is_not_parquet() {
-    let dir = tempfile::tempdir().unwrap();
-    let table = dir.path().join("junk.parquet");
-    std::fs::write(&table, "this is not parquet").unwrap();
-    let log = dir.path().join("q.txt");
-    std::fs::write(&log, "hello world\n").unwrap();
-    let (log, freq, table) = (
-        log.display().to_string(),
-        freq_file(dir.path()),
-        table.display().to_string(),
-    );
-    assert_clean_failure(
-        &[
-            "eval",
-            "--log",
-            &log,
-            "--freq",
-            &freq,
-            "--policies",
-            "table",
-            "--table",
-            &table,
-        ],
-        &["junk.parquet"],
-    );
+    table_case("junk.parquet", TableFile::Junk, "8", &[]);
 }
 
 #[test]
