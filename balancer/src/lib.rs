@@ -9,12 +9,18 @@
 //! et al., SODA 2018) or random jumps (Chen et al., RJ-CH), and voting (Archer et al.,
 //! PVLDB 2019) by term hash or by a learned voting table. The simulator and the HTTP
 //! balancer call the same code.
+//!
+//! [`ramp`] rolls a new voting table in a slice of terms at a time; [`server`] is the HTTP
+//! load balancer behind the `balancer` binary (proxy, health checks, failover, hot table
+//! reload, admin API, metrics).
 
 #![forbid(unsafe_code)]
 
 pub mod load;
 pub mod policy;
+pub mod ramp;
 pub mod ring;
+pub mod server;
 
 pub use load::{load_cap, LoadView, StaticLoad, MAX_REPLICAS};
 pub use policy::{

@@ -27,10 +27,16 @@ enum Command {
     Gen(cmd::data_cmds::GenArgs),
     /// Write the postings size (bytes) of every term of a log.
     Sizes(cmd::data_cmds::SizesArgs),
+    /// Build a replica's on-flash index (postings, term directory, manifest, sizes).
+    BuildIndex(cmd::build_index::BuildIndexArgs),
     /// Print a log's headline statistics.
     Stats(cmd::data_cmds::StatsArgs),
     /// Simulate every routing policy's cache misses and load balance on a log.
     Eval(cmd::eval::EvalArgs),
+    /// Learn a voting table from a log (term-query graph, METIS, refinement by simulation).
+    Train(cmd::train::TrainArgs),
+    /// Train and evaluate a table for several (replicas, cache size) configurations.
+    Grid(cmd::grid::GridArgs),
     /// Run the whole offline evaluation on the embedded default data and write a report.
     Demo(cmd::demo::DemoArgs),
 }
@@ -41,9 +47,12 @@ fn main() -> ExitCode {
         Command::Ingest(a) => cmd::data_cmds::ingest(a),
         Command::Gen(a) => cmd::data_cmds::gen(a),
         Command::Sizes(a) => cmd::data_cmds::sizes(a),
+        Command::BuildIndex(a) => cmd::build_index::run(a),
         Command::Stats(a) => cmd::data_cmds::stats(a),
         Command::Eval(a) => cmd::eval::run(a).map(|_| ()),
         Command::Demo(a) => cmd::demo::run(a),
+        Command::Train(a) => cmd::train::run(a),
+        Command::Grid(a) => cmd::grid::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -58,3 +58,65 @@ fn standard_evaluation_orders_the_policies() {
     assert!((obc - 0.074).abs() < 0.03, "one-big-cache {obc}");
     assert!(get("term-vote", "imbalance") <= 1.05 + 1e-9);
 }
+
+#[test]
+fn learned_table_beats_every_balanced_policy_by_ten_percent() {
+    let (Some(log), Some(freq)) = (
+        real_data("aol-2006-1m-queries.txt.gz"),
+        real_data("wordfreq-large-en.tsv.gz"),
+    ) else {
+        eprintln!("BALLOT_DATA is unset: skipping the learner's standard evaluation");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let table = dir.path().join("table.parquet");
+    let json = dir.path().join("eval.json");
+    let (log, freq) = (log.to_str().unwrap(), freq.to_str().unwrap());
+    let out = ballot(&[
+        "train",
+        "--log",
+        log,
+        "--freq",
+        freq,
+        "--replicas",
+        "8",
+        "--cache-frac",
+        "0.05",
+        "-o",
+        table.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = ballot(&[
+        "eval",
+        "--log",
+        log,
+        "--freq",
+        freq,
+        "--replicas",
+        "8",
+        "--cache-frac",
+        "0.05",
+        "--policies",
+        "all",
+        "--table",
+        table.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let results = doc["results"].as_array().unwrap();
+    let table_row = results.iter().find(|r| r["policy"] == "table").unwrap();
+    let t = table_row["miss_bytes_ratio"].as_f64().unwrap();
+    assert!(table_row["imbalance"].as_f64().unwrap() <= 1.05 + 1e-9);
+    let best_other = results
+        .iter()
+        .filter(|r| r["policy"] != "table" && r["imbalance"].as_f64().unwrap() <= 1.05 + 1e-9)
+        .map(|r| r["miss_bytes_ratio"].as_f64().unwrap())
+        .fold(f64::INFINITY, f64::min);
+    assert!(
+        t <= 0.9 * best_other,
+        "table {t} must be at least 10% below the best balanced policy {best_other}"
+    );
+}

@@ -64,6 +64,10 @@ pub struct SimResult {
     pub miss_bytes: u64,
     /// Test queries routed by overflow (first choice over its load bound).
     pub overflow_share: f64,
+    /// Test queries whose normalized form never occurs in the train part.
+    pub novel_queries: u64,
+    /// Miss bytes ratio over those novel test queries only.
+    pub novel_miss_bytes_ratio: f64,
     /// All term lookups replayed (train and test), for throughput.
     pub total_lookups: u64,
     /// Wall time of the replay in seconds (single thread).
@@ -158,6 +162,7 @@ pub fn replay_into<C: Cache, O: Observer>(
     let mut window_imbalances = Vec::new();
     let (mut lookups, mut misses, mut requested, mut missed, mut overflow) =
         (0u64, 0u64, 0u64, 0u64, 0u64);
+    let (mut novel_queries, mut novel_requested, mut novel_missed) = (0u64, 0u64, 0u64);
     let mut total_lookups = 0u64;
 
     for q in 0..trace.len() {
@@ -180,15 +185,23 @@ pub fn replay_into<C: Cache, O: Observer>(
             if decision.reason == balancer::policy::Reason::Overflow {
                 overflow += 1;
             }
+            let novel = trace.novel[q];
+            novel_queries += u64::from(novel);
             for &t in &terms[..n] {
                 let bytes = trace.term_bytes[t as usize];
                 let hit = cache.access(t, bytes);
                 lookups += 1;
                 requested += bytes;
+                if novel {
+                    novel_requested += bytes;
+                }
                 if !hit {
                     misses += 1;
                     missed += bytes;
                     flash_per_replica[replica as usize] += bytes;
+                    if novel {
+                        novel_missed += bytes;
+                    }
                 }
                 observer.on_lookup(q, true, replica, t, hit);
             }
@@ -221,6 +234,8 @@ pub fn replay_into<C: Cache, O: Observer>(
         requested_bytes: requested,
         miss_bytes: missed,
         overflow_share: ratio(overflow, test_queries),
+        novel_queries,
+        novel_miss_bytes_ratio: ratio(novel_missed, novel_requested),
         total_lookups,
         seconds: start.elapsed().as_secs_f64(),
     }

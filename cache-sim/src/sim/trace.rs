@@ -7,6 +7,7 @@ use data::dict::TermDict;
 use data::hash::term_hash;
 use data::sizes::Sizes;
 use data::tokenizer::Tokens;
+use rustc_hash::FxHashSet;
 
 /// A query stream in evaluation order (train part first, then test part).
 #[derive(Clone, Debug, Default)]
@@ -25,6 +26,9 @@ pub struct Trace {
     pub query_hashes: Vec<u64>,
     /// Number of leading queries that form the train (warm-up) part.
     pub train_len: usize,
+    /// For each query: true when its normalized form never occurs in the train part (always
+    /// false for train queries). Used to measure how a learned table generalizes.
+    pub novel: Vec<bool>,
 }
 
 impl Trace {
@@ -54,6 +58,13 @@ impl Trace {
             t.query_hashes.push(term_hash(tokens.normalized()));
         }
         t.train_len = train_len.min(t.len());
+        let seen: FxHashSet<u64> = t.query_hashes[..t.train_len].iter().copied().collect();
+        t.novel = t
+            .query_hashes
+            .iter()
+            .enumerate()
+            .map(|(q, h)| q >= t.train_len && !seen.contains(h))
+            .collect();
         t
     }
 
@@ -110,8 +121,9 @@ mod tests {
             ("a".to_string(), 100),
             ("b".to_string(), 7),
         ]));
-        let t = Trace::build(["A b", "b c b", ""], 1, &sizes);
-        assert_eq!(t.len(), 3);
+        let t = Trace::build(["A b", "b c b", "", "a  B"], 1, &sizes);
+        assert_eq!(t.len(), 4);
+        assert_eq!(t.novel, vec![false, true, true, false]);
         assert_eq!(t.train_len, 1);
         assert_eq!(t.terms(0), &[0, 1]);
         assert_eq!(t.terms(1), &[1, 2]);

@@ -210,7 +210,7 @@ pub fn write_json(path: &Path, doc: &serde_json::Value) -> Result<()> {
 
 fn print_table(out: &GridOutput) {
     println!(
-        "{:<14} {:>10} {:>9} {:>10} {:>11} {:>12} {:>9} {:>11} {:>9}",
+        "{:<14} {:>10} {:>9} {:>10} {:>11} {:>12} {:>9} {:>11} {:>9} {:>10}",
         "policy",
         "cache_frac",
         "replicas",
@@ -219,11 +219,12 @@ fn print_table(out: &GridOutput) {
         "flash_B/q",
         "imbalance",
         "imb_p99_win",
-        "overflow"
+        "overflow",
+        "novel_mbr"
     );
     for r in &out.results {
         println!(
-            "{:<14} {:>10} {:>9} {:>10.4} {:>11.4} {:>12.0} {:>9.3} {:>11.3} {:>9.3}",
+            "{:<14} {:>10} {:>9} {:>10.4} {:>11.4} {:>12.0} {:>9.3} {:>11.3} {:>9.3} {:>10.4}",
             r.policy,
             r.cache_frac,
             r.replicas,
@@ -232,7 +233,8 @@ fn print_table(out: &GridOutput) {
             r.sim.flash_bytes_per_query,
             r.sim.imbalance,
             r.sim.imbalance_p99_window,
-            r.sim.overflow_share
+            r.sim.overflow_share,
+            r.sim.novel_miss_bytes_ratio
         );
     }
     for b in &out.bounds {

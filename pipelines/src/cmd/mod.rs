@@ -1,5 +1,8 @@
 //! One module per `ballot` subcommand.
 
+pub mod build_index;
 pub mod data_cmds;
 pub mod demo;
 pub mod eval;
+pub mod grid;
+pub mod train;

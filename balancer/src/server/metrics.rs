@@ -1,0 +1,123 @@
+//! Prometheus metrics: a `metrics` recorder from `metrics-exporter-prometheus` (no HTTP
+//! listener of its own; the admin listener renders it on `GET /metrics`), with the metric
+//! names in one place. Per-replica handles are registered once when a replica joins, so the
+//! request path only bumps atomics (the Envoy and HAProxy stats model: counters per
+//! upstream, gauges sampled at scrape time).
+
+use std::sync::OnceLock;
+
+use metrics::{describe_counter, describe_gauge, describe_histogram, Counter, Histogram};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+
+/// Requests answered by a replica, by replica and reason.
+pub const REQUESTS: &str = "ballot_requests_total";
+/// Upstream attempts that failed and were retried on another replica.
+pub const RETRIES: &str = "ballot_retries_total";
+/// Client requests that failed upstream (every attempt failed or the deadline passed).
+pub const UPSTREAM_FAILURES: &str = "ballot_upstream_failures_total";
+/// Replicas ejected (by health checks or passively), by replica.
+pub const EJECTIONS: &str = "ballot_ejections_total";
+/// Requests in flight, by replica.
+pub const IN_FLIGHT: &str = "ballot_in_flight";
+/// Whether a replica is live (healthy, enabled), by replica.
+pub const REPLICA_UP: &str = "ballot_replica_up";
+/// Routing-decision latency (tokenize, hash, route), seconds.
+pub const ROUTE_SECONDS: &str = "ballot_route_seconds";
+/// Upstream latency until the response headers, seconds, by replica.
+pub const UPSTREAM_SECONDS: &str = "ballot_upstream_seconds";
+/// Version of the voting table in use (1 at start, +1 per accepted reload).
+pub const TABLE_VERSION: &str = "ballot_table_version";
+/// Seconds it took to read and compile the current voting table.
+pub const TABLE_LOAD_SECONDS: &str = "ballot_table_load_seconds";
+/// Unix time the current voting table was loaded.
+pub const TABLE_LOADED_AT: &str = "ballot_table_loaded_timestamp_seconds";
+/// Rejected table reloads.
+pub const RELOAD_FAILURES: &str = "ballot_table_reload_failures_total";
+/// Progress of the table ramp, 0 to 1 (1 when no ramp runs).
+pub const RAMP_PROGRESS: &str = "ballot_table_ramp_progress";
+/// Client requests rejected as invalid (400) or unroutable (503), by kind.
+pub const CLIENT_ERRORS: &str = "ballot_client_errors_total";
+
+/// Buckets of [`ROUTE_SECONDS`]: 250 ns to 1 ms.
+const ROUTE_BUCKETS: [f64; 9] = [250e-9, 500e-9, 1e-6, 2e-6, 5e-6, 10e-6, 50e-6, 200e-6, 1e-3];
+/// Buckets of [`UPSTREAM_SECONDS`]: 100 us to 10 s.
+const UPSTREAM_BUCKETS: [f64; 13] = [
+    100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 100e-3, 500e-3, 1.0, 10.0,
+];
+
+static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+
+/// Installs the global recorder once and returns its handle (later calls return the same
+/// handle).
+pub fn install() -> PrometheusHandle {
+    HANDLE
+        .get_or_init(|| {
+            // Real histograms (not summaries) for the two latencies; the buckets are
+            // constants, so this cannot fail, but a failure would only cost the buckets.
+            let with_buckets = PrometheusBuilder::new()
+                .set_buckets_for_metric(Matcher::Full(ROUTE_SECONDS.into()), &ROUTE_BUCKETS)
+                .and_then(|b| {
+                    b.set_buckets_for_metric(
+                        Matcher::Full(UPSTREAM_SECONDS.into()),
+                        &UPSTREAM_BUCKETS,
+                    )
+                });
+            let recorder = with_buckets
+                .unwrap_or_else(|_| PrometheusBuilder::new())
+                .build_recorder();
+            let handle = recorder.handle();
+            // Fails only if another recorder is already installed; metrics then go there.
+            let _ = metrics::set_global_recorder(recorder);
+            describe();
+            handle
+        })
+        .clone()
+}
+
+fn describe() {
+    describe_counter!(
+        REQUESTS,
+        "Requests answered by a replica, by replica and reason"
+    );
+    describe_counter!(RETRIES, "Upstream attempts retried on another replica");
+    describe_counter!(UPSTREAM_FAILURES, "Client requests that failed upstream");
+    describe_counter!(EJECTIONS, "Replica ejections (health checks or passive)");
+    describe_gauge!(IN_FLIGHT, "Requests in flight per replica");
+    describe_gauge!(REPLICA_UP, "1 if the replica is healthy and enabled");
+    describe_histogram!(ROUTE_SECONDS, "Routing decision latency in seconds");
+    describe_histogram!(UPSTREAM_SECONDS, "Upstream latency to response headers");
+    describe_gauge!(TABLE_VERSION, "Version of the voting table in use");
+    describe_gauge!(TABLE_LOAD_SECONDS, "Seconds to read and compile the table");
+    describe_gauge!(TABLE_LOADED_AT, "Unix time the table was loaded");
+    describe_counter!(RELOAD_FAILURES, "Rejected voting-table reloads");
+    describe_gauge!(RAMP_PROGRESS, "Table ramp progress, 0 to 1");
+    describe_counter!(CLIENT_ERRORS, "Rejected client requests by kind");
+}
+
+/// The handles of one replica, registered when it joins.
+#[derive(Clone)]
+pub struct ReplicaMetrics {
+    /// `REQUESTS` by reason: vote, overflow, no-vote, failover.
+    pub requests: [Counter; 4],
+    /// `EJECTIONS`.
+    pub ejections: Counter,
+    /// `UPSTREAM_SECONDS`.
+    pub upstream: Histogram,
+}
+
+/// Reasons in the order of [`ReplicaMetrics::requests`].
+pub const REASONS: [&str; 4] = ["vote", "overflow", "no-vote", "failover"];
+
+impl ReplicaMetrics {
+    /// Registers the handles of replica `name`.
+    pub fn new(name: &str) -> Self {
+        let requests = REASONS.map(
+            |reason| metrics::counter!(REQUESTS, "replica" => name.to_owned(), "reason" => reason),
+        );
+        ReplicaMetrics {
+            requests,
+            ejections: metrics::counter!(EJECTIONS, "replica" => name.to_owned()),
+            upstream: metrics::histogram!(UPSTREAM_SECONDS, "replica" => name.to_owned()),
+        }
+    }
+}

@@ -1,0 +1,132 @@
+//! The HTTP load balancer behind the `balancer` binary: an axum server whose `/search`
+//! proxies to replicas chosen by a routing policy (pooled hyper-util client), with active
+//! and passive health checking, retries on the next-ranked replica, hot voting-table reload
+//! with a ramp, run-time membership, and Prometheus metrics. Its shape follows HAProxy and
+//! Envoy: a client listener, a separate admin listener, bounded-load hashing
+//! (`hash-balance-factor`), `fall`/`rise` health checks and `redispatch` retries.
+//!
+//! * [`config`]: the TOML file, validated once.
+//! * [`state`]: replicas, the server-side `LoadView`, the router and table swaps.
+//! * [`proxy`]: the request path. [`query`]: strict `q` extraction.
+//! * [`health`]: active checks. [`reload`]: table reload. [`admin`]: the admin API.
+//! * [`metrics`]: metric names and the recorder.
+
+pub mod admin;
+pub mod config;
+pub mod health;
+pub mod metrics;
+pub mod proxy;
+pub mod query;
+pub mod reload;
+pub mod state;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::State as AxState;
+use axum::http::Uri;
+use axum::response::Response;
+use axum::routing::get;
+use axum::Router;
+use metrics_exporter_prometheus::PrometheusHandle;
+
+use crate::policy::TermBytes;
+use crate::server::config::Validated;
+use crate::server::proxy::Proxy;
+use crate::server::state::State;
+
+/// Why the balancer could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The size table could not be read.
+    #[error(transparent)]
+    Sizes(#[from] data::sizes::SizesError),
+    /// The voting table could not be read.
+    #[error(transparent)]
+    Table(#[from] data::table::TableError),
+    /// The policy could not be built.
+    #[error("{path}: {detail}")]
+    Policy {
+        /// The config file.
+        path: std::path::PathBuf,
+        /// What went wrong.
+        detail: String,
+    },
+}
+
+/// Everything the handlers share.
+pub struct App {
+    /// Routing state.
+    pub state: Arc<State>,
+    /// The proxy.
+    pub proxy: Proxy,
+    /// The metrics recorder.
+    pub prom: PrometheusHandle,
+}
+
+impl App {
+    /// Loads the sizes and the table named by `cfg` and builds the state.
+    pub fn build(cfg: Validated) -> Result<Arc<App>, StartError> {
+        let prom = metrics::install();
+        let mut term_bytes = TermBytes::default();
+        if let Some(p) = &cfg.config.policy.sizes {
+            let sizes = data::sizes::SizeTable::read_parquet(p)?;
+            for (term, bytes) in sizes.sorted() {
+                term_bytes.insert(data::hash::term_hash(term), bytes);
+            }
+        }
+        let table = match (&cfg.config.policy.table, cfg.policy.needs_table()) {
+            (Some(p), true) => {
+                let start = std::time::Instant::now();
+                let expected = u16::try_from(cfg.config.replicas.len()).ok();
+                let t = data::table::VotingTable::read_parquet(p, expected)?;
+                reload::record_load(1, start.elapsed().as_secs_f64());
+                Some(t)
+            }
+            _ => None,
+        };
+        let path = cfg.path.clone();
+        let state = State::new(cfg, Arc::new(term_bytes), table.as_ref())
+            .map_err(|detail| StartError::Policy { path, detail })?;
+        let state = Arc::new(state);
+        Ok(Arc::new(App {
+            proxy: Proxy::new(Arc::clone(&state)),
+            state,
+            prom,
+        }))
+    }
+
+    /// Starts the health checkers and the ramp ticker (inside a Tokio runtime).
+    pub fn spawn_background(self: &Arc<Self>) {
+        for rep in self.state.members.load().slots.iter().flatten() {
+            health::spawn(Arc::clone(rep), self.state.cfg.config.health.clone());
+        }
+        let app = Arc::clone(self);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_millis(100));
+            let mut n = 0u64;
+            loop {
+                tick.tick().await;
+                app.state.tick();
+                n += 1;
+                if n % 50 == 0 {
+                    app.prom.run_upkeep();
+                }
+            }
+        });
+    }
+}
+
+async fn search(AxState(app): AxState<Arc<App>>, uri: Uri) -> Response {
+    app.proxy.search(&uri).await
+}
+
+/// The client router: `GET /search`, `GET /healthz`, JSON 404 elsewhere.
+pub fn client_router(app: Arc<App>) -> Router {
+    Router::new()
+        .route("/search", get(search))
+        .route("/healthz", get(|| async { "ok\n" }))
+        .fallback(admin::not_found)
+        .method_not_allowed_fallback(admin::method_not_allowed)
+        .with_state(app)
+}

@@ -1,0 +1,216 @@
+//! The proxy path: `GET /search?q=...` is tokenized, routed, and forwarded with its whole
+//! query string to the chosen replica over pooled keep-alive connections (hyper-util's
+//! legacy client); the response streams back with `x-ballot-replica` and `x-ballot-reason`.
+//!
+//! Failover follows HAProxy's `option redispatch` with `retries`: on a connect failure or a
+//! timeout the replica is ejected passively and the query is routed again with the failed
+//! replicas excluded, so it goes to the next-ranked live candidate; other upstream errors
+//! (a connection reset mid-request) are retried the same way without ejecting. Only GET is
+//! proxied, so every retry is safe. One deadline bounds the whole request.
+
+use std::cell::RefCell;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use axum::http::header::{self, HeaderName};
+use axum::http::{HeaderValue, Request, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use data::tokenizer::{Tokens, MAX_TERMS};
+use http_body_util::{BodyExt, Empty};
+use hyper::body::Bytes;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use metrics::{Counter, Histogram};
+
+use crate::policy::{hash_tokens, QueryKey, Reason};
+use crate::server::metrics as m;
+use crate::server::query::extract_q;
+use crate::server::state::{Choice, State};
+
+/// The pooled upstream client.
+pub type UpstreamClient = Client<HttpConnector, Empty<Bytes>>;
+
+/// A keep-alive client with `connect_timeout`.
+pub fn client(connect_timeout: Duration) -> UpstreamClient {
+    let mut conn = HttpConnector::new();
+    conn.set_nodelay(true);
+    conn.set_connect_timeout(Some(connect_timeout));
+    Client::builder(TokioExecutor::new())
+        .pool_idle_timeout(Duration::from_secs(30))
+        .pool_max_idle_per_host(256)
+        .build(conn)
+}
+
+/// The proxy's handles.
+pub struct Proxy {
+    /// Shared state.
+    pub state: Arc<State>,
+    client: UpstreamClient,
+    route_seconds: Histogram,
+    retries: Counter,
+    failures: Counter,
+}
+
+/// A JSON error response.
+pub fn json_error(status: StatusCode, msg: impl Into<String>) -> Response {
+    (status, Json(serde_json::json!({ "error": msg.into() }))).into_response()
+}
+
+thread_local! {
+    static BUF: RefCell<(Tokens, Vec<u64>)> =
+        RefCell::new((Tokens::new(), Vec::with_capacity(MAX_TERMS)));
+}
+
+const HOP_BY_HOP: [HeaderName; 5] = [
+    header::CONNECTION,
+    header::TRANSFER_ENCODING,
+    header::TE,
+    header::TRAILER,
+    header::UPGRADE,
+];
+
+fn reason_index(reason: Reason) -> usize {
+    match reason {
+        Reason::Vote => 0,
+        Reason::Overflow => 1,
+        Reason::NoVote => 2,
+    }
+}
+
+impl Proxy {
+    /// A proxy over `state`.
+    pub fn new(state: Arc<State>) -> Self {
+        let timeout = state.cfg.request_timeout();
+        Proxy {
+            state,
+            client: client(timeout),
+            route_seconds: metrics::histogram!(m::ROUTE_SECONDS),
+            retries: metrics::counter!(m::RETRIES),
+            failures: metrics::counter!(m::UPSTREAM_FAILURES),
+        }
+    }
+
+    /// Tokenizes, hashes and routes `q`, skipping `exclude`.
+    fn route(&self, q: &str, exclude: u64) -> Option<Choice> {
+        let start = Instant::now();
+        let choice = BUF.with(|b| {
+            let mut b = b.borrow_mut();
+            let (tokens, hashes) = &mut *b;
+            tokens.tokenize(q);
+            let qh = hash_tokens(tokens, hashes);
+            self.state.route(&QueryKey::new(qh, hashes), exclude)
+        });
+        self.route_seconds.record(start.elapsed().as_secs_f64());
+        choice
+    }
+
+    /// Handles `GET /search`.
+    pub async fn search(&self, uri: &Uri) -> Response {
+        let cfg = &self.state.cfg;
+        let q = match extract_q(uri.query(), cfg.config.max_query_bytes) {
+            Ok(q) => q,
+            Err(e) => {
+                metrics::counter!(m::CLIENT_ERRORS, "kind" => e.kind()).increment(1);
+                return json_error(StatusCode::BAD_REQUEST, e.to_string());
+            }
+        };
+        let path_and_query = match uri.path_and_query() {
+            Some(pq) => pq.as_str(),
+            None => "/search",
+        };
+        let deadline = Instant::now() + cfg.deadline();
+        let attempts = cfg.config.retries + 1;
+        let mut exclude = 0u64;
+        let mut last_error = String::from("no attempt made");
+        for attempt in 0..attempts {
+            let now = Instant::now();
+            let Some(left) = deadline
+                .checked_duration_since(now)
+                .filter(|d| !d.is_zero())
+            else {
+                self.failures.increment(1);
+                return json_error(
+                    StatusCode::GATEWAY_TIMEOUT,
+                    format!("deadline passed after {attempt} attempts: {last_error}"),
+                );
+            };
+            let Some(choice) = self.route(&q, exclude) else {
+                if attempt == 0 {
+                    metrics::counter!(m::CLIENT_ERRORS, "kind" => "no_replica").increment(1);
+                    return json_error(StatusCode::SERVICE_UNAVAILABLE, "no live replica");
+                }
+                break;
+            };
+            let reason_ix = if attempt == 0 {
+                reason_index(choice.reason)
+            } else {
+                3
+            };
+            let url = format!("http://{}{}", choice.replica.address, path_and_query);
+            let req = match Request::get(url).body(Empty::<Bytes>::new()) {
+                Ok(r) => r,
+                Err(e) => {
+                    return json_error(StatusCode::BAD_REQUEST, format!("bad request URI: {e}"))
+                }
+            };
+            let guard = choice.replica.start();
+            let timeout = left.min(cfg.request_timeout());
+            let sent = Instant::now();
+            match tokio::time::timeout(timeout, self.client.request(req)).await {
+                Ok(Ok(resp)) => {
+                    choice
+                        .replica
+                        .metrics
+                        .upstream
+                        .record(sent.elapsed().as_secs_f64());
+                    choice.replica.metrics.requests[reason_ix].increment(1);
+                    let (mut parts, body) = resp.into_parts();
+                    for h in &HOP_BY_HOP {
+                        parts.headers.remove(h);
+                    }
+                    parts
+                        .headers
+                        .insert("x-ballot-replica", choice.replica.header.clone());
+                    parts.headers.insert(
+                        "x-ballot-reason",
+                        HeaderValue::from_static(m::REASONS[reason_ix]),
+                    );
+                    // The request stays in flight until its body is streamed out.
+                    let body = body.map_frame(move |f| {
+                        let _ = &guard;
+                        f
+                    });
+                    return Response::from_parts(parts, Body::new(body));
+                }
+                Ok(Err(e)) => {
+                    drop(guard);
+                    if e.is_connect() {
+                        choice.replica.eject("connect failed");
+                    }
+                    last_error = format!("replica {}: {e}", choice.replica.name);
+                }
+                Err(_) => {
+                    drop(guard);
+                    choice.replica.eject("request timed out");
+                    last_error = format!(
+                        "replica {}: no response within {} ms",
+                        choice.replica.name,
+                        timeout.as_millis()
+                    );
+                }
+            }
+            exclude |= 1u64 << choice.index;
+            if attempt + 1 < attempts {
+                self.retries.increment(1);
+            }
+        }
+        self.failures.increment(1);
+        json_error(
+            StatusCode::BAD_GATEWAY,
+            format!("every attempt failed: {last_error}"),
+        )
+    }
+}

@@ -1,0 +1,114 @@
+//! Voting-table hot reload: read a table (from a path or uploaded Parquet bytes) off the
+//! request path, validate it against the replica count, compile it, and swap it in to ramp
+//! over the configured duration ([`crate::ramp`]). A rejected table leaves the old one
+//! serving and counts in `ballot_table_reload_failures_total` — the same contract as
+//! Envoy's xDS updates (validate, then swap atomically, or keep the last good config).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use data::table::VotingTable;
+
+use crate::policy::table::TableVotes;
+use crate::server::metrics as m;
+use crate::server::state::State;
+
+/// Where a table comes from.
+#[derive(Debug)]
+pub enum Source {
+    /// A file on the balancer's machine.
+    Path(PathBuf),
+    /// An uploaded Parquet file.
+    Bytes(Vec<u8>),
+}
+
+/// A loaded table.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Loaded {
+    /// The new table version.
+    pub version: u64,
+    /// Distinct terms.
+    pub terms: usize,
+    /// Positive votes.
+    pub votes: usize,
+    /// Seconds to read and compile.
+    pub load_seconds: f64,
+    /// Seconds over which it ramps in.
+    pub ramp_seconds: f64,
+}
+
+/// Why a reload was rejected.
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadError {
+    /// The policy does not use a table.
+    #[error("policy `{0}` does not use a voting table")]
+    NoTable(String),
+    /// The table is invalid (unreadable, wrong schema, bad rows, wrong replica count).
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// Reads, validates and compiles a table for `replicas` replicas (blocking).
+pub fn compile(
+    source: Source,
+    replicas: usize,
+    state: &State,
+) -> Result<(TableVotes, f64), ReloadError> {
+    let start = Instant::now();
+    let expected = u16::try_from(replicas).ok();
+    let table = match source {
+        Source::Path(p) => VotingTable::read_parquet(&p, expected),
+        Source::Bytes(b) => VotingTable::from_parquet_bytes(b, Path::new("<upload>"), expected),
+    }
+    .map_err(|e| ReloadError::Invalid(e.to_string()))?;
+    let votes = TableVotes::build(&table, replicas, Arc::clone(&state.term_bytes))
+        .map_err(|e| ReloadError::Invalid(e.to_string()))?;
+    Ok((votes, start.elapsed().as_secs_f64()))
+}
+
+/// Publishes the table-load gauges.
+pub fn record_load(version: u64, load_seconds: f64) {
+    metrics::gauge!(m::TABLE_VERSION).set(version as f64);
+    metrics::gauge!(m::TABLE_LOAD_SECONDS).set(load_seconds);
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64());
+    metrics::gauge!(m::TABLE_LOADED_AT).set(now);
+}
+
+/// Loads a table and swaps it in, or rejects it and keeps the old one.
+pub async fn reload(state: Arc<State>, source: Source) -> Result<Loaded, ReloadError> {
+    let result = reload_inner(state, source).await;
+    match &result {
+        Ok(l) => eprintln!(
+            "balancer: table version {} loaded ({} terms, {} votes, {:.3}s), ramping over {}s",
+            l.version, l.terms, l.votes, l.load_seconds, l.ramp_seconds
+        ),
+        Err(e) => {
+            metrics::counter!(m::RELOAD_FAILURES).increment(1);
+            eprintln!("balancer: table reload rejected, the old table keeps serving: {e}");
+        }
+    }
+    result
+}
+
+async fn reload_inner(state: Arc<State>, source: Source) -> Result<Loaded, ReloadError> {
+    let Some(replicas) = state.table_replicas() else {
+        return Err(ReloadError::NoTable(state.kind.to_string()));
+    };
+    let st = Arc::clone(&state);
+    let (votes, load_seconds) = tokio::task::spawn_blocking(move || compile(source, replicas, &st))
+        .await
+        .map_err(|e| ReloadError::Invalid(format!("table loader failed: {e}")))??;
+    let (terms, nvotes) = (votes.terms(), votes.vote_count());
+    let version = state.install_table(votes).map_err(ReloadError::NoTable)?;
+    record_load(version, load_seconds);
+    Ok(Loaded {
+        version,
+        terms,
+        votes: nvotes,
+        load_seconds,
+        ramp_seconds: state.cfg.ramp().as_secs_f64(),
+    })
+}

@@ -1,0 +1,775 @@
+//! End-to-end tests of the `balancer` binary: real processes on loopback, with minimal
+//! HTTP/1.1 backends written here (std threads) that answer `/search` and `/healthz` and
+//! can be killed and restarted. Every load is bounded (a few hundred requests) and every
+//! wait has a deadline.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use data::table::{TableRow, VotingTable};
+
+const TOKEN: &str = "s3cret";
+
+// ---------------------------------------------------------------- backends
+
+/// A minimal keep-alive HTTP/1.1 backend.
+struct Backend {
+    name: String,
+    port: u16,
+    hits: Arc<AtomicU64>,
+    /// Milliseconds every request waits before its answer (0: none; a hung replica).
+    stall: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+    conns: Arc<Mutex<Vec<TcpStream>>>,
+    accept: Option<thread::JoinHandle<()>>,
+}
+
+fn serve_conn(stream: TcpStream, name: String, hits: Arc<AtomicU64>, stall: Arc<AtomicU64>) {
+    let mut out = match stream.try_clone() {
+        Ok(s) => s,
+        Err(_) => return,
+    };
+    let mut reader = BufReader::new(stream);
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return;
+        }
+        let target = line.split_whitespace().nth(1).unwrap_or("/").to_owned();
+        loop {
+            let mut h = String::new();
+            if reader.read_line(&mut h).unwrap_or(0) == 0 {
+                return;
+            }
+            if h == "\r\n" || h == "\n" {
+                break;
+            }
+        }
+        let ms = stall.load(Ordering::Relaxed);
+        if ms > 0 {
+            thread::sleep(Duration::from_millis(ms));
+        }
+        let (status, body) = if target == "/healthz" {
+            ("200 OK", "ok".to_owned())
+        } else if target.starts_with("/search") {
+            hits.fetch_add(1, Ordering::Relaxed);
+            ("200 OK", format!("{name} {target}"))
+        } else {
+            ("404 Not Found", "nope".to_owned())
+        };
+        let resp = format!(
+            "HTTP/1.1 {status}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        if out.write_all(resp.as_bytes()).is_err() {
+            return;
+        }
+    }
+}
+
+impl Backend {
+    fn start(name: &str) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind backend");
+        let port = listener.local_addr().expect("addr").port();
+        let mut b = Backend {
+            name: name.to_owned(),
+            port,
+            hits: Arc::new(AtomicU64::new(0)),
+            stall: Arc::new(AtomicU64::new(0)),
+            stop: Arc::new(AtomicBool::new(false)),
+            conns: Arc::new(Mutex::new(Vec::new())),
+            accept: None,
+        };
+        b.run(listener);
+        b
+    }
+
+    fn run(&mut self, listener: TcpListener) {
+        self.stop = Arc::new(AtomicBool::new(false));
+        let (stop, conns, hits, name, stall) = (
+            Arc::clone(&self.stop),
+            Arc::clone(&self.conns),
+            Arc::clone(&self.hits),
+            self.name.clone(),
+            Arc::clone(&self.stall),
+        );
+        self.accept = Some(thread::spawn(move || {
+            for s in listener.incoming() {
+                if stop.load(Ordering::SeqCst) {
+                    break;
+                }
+                let Ok(s) = s else { continue };
+                if let Ok(c) = s.try_clone() {
+                    conns.lock().unwrap().push(c);
+                }
+                let (name, hits, stall) = (name.clone(), Arc::clone(&hits), Arc::clone(&stall));
+                thread::spawn(move || serve_conn(s, name, hits, stall));
+            }
+        }));
+    }
+
+    fn address(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// Stops accepting and closes every open connection (like a crashed process).
+    fn kill(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        let _ = TcpStream::connect(("127.0.0.1", self.port));
+        if let Some(h) = self.accept.take() {
+            h.join().unwrap();
+        }
+        for c in self.conns.lock().unwrap().drain(..) {
+            let _ = c.shutdown(Shutdown::Both);
+        }
+    }
+
+    /// Listens on the same port again.
+    fn restart(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let listener = loop {
+            match TcpListener::bind(("127.0.0.1", self.port)) {
+                Ok(l) => break l,
+                Err(e) if Instant::now() < deadline => {
+                    let _ = e;
+                    thread::sleep(Duration::from_millis(50));
+                }
+                Err(e) => panic!("cannot rebind {}: {e}", self.port),
+            }
+        };
+        self.run(listener);
+    }
+}
+
+impl Drop for Backend {
+    fn drop(&mut self) {
+        if self.accept.is_some() {
+            self.kill();
+        }
+    }
+}
+
+// ---------------------------------------------------------------- balancer process
+
+struct Balancer {
+    child: Child,
+    addr: SocketAddr,
+    admin: SocketAddr,
+    dir: tempfile::TempDir,
+}
+
+impl Drop for Balancer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn config(backends: &[&Backend], policy: &str, extra: &str) -> String {
+    let mut s = format!(
+        "listen = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"\nadmin_token = \"{TOKEN}\"\n\
+         request_timeout_ms = 500\ndeadline_ms = 3000\nretries = 2\nmax_query_bytes = 64\n{extra}\n\
+         [health]\ninterval_ms = 100\ntimeout_ms = 200\nfall = 2\nrise = 2\n\n[policy]\n{policy}\n"
+    );
+    for b in backends {
+        s += &format!(
+            "\n[[replicas]]\nname = \"{}\"\naddress = \"{}\"\n",
+            b.name,
+            b.address()
+        );
+    }
+    s
+}
+
+fn spawn_balancer(dir: tempfile::TempDir, config_text: &str) -> Balancer {
+    let path = dir.path().join("balancer.toml");
+    std::fs::write(&path, config_text).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_balancer"))
+        .arg("--config")
+        .arg(&path)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn balancer");
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut addr = None;
+    let mut admin = None;
+    while addr.is_none() || admin.is_none() {
+        let line = lines
+            .next()
+            .expect("balancer exited before listening")
+            .unwrap();
+        if let Some(a) = line.strip_prefix("listening on ") {
+            addr = Some(a.parse().unwrap());
+        } else if let Some(a) = line.strip_prefix("admin on ") {
+            admin = Some(a.parse().unwrap());
+        }
+    }
+    // Keep draining stdout so the child never blocks on a full pipe.
+    thread::spawn(move || for _ in lines {});
+    Balancer {
+        child,
+        addr: addr.unwrap(),
+        admin: admin.unwrap(),
+        dir,
+    }
+}
+
+// ---------------------------------------------------------------- HTTP client
+
+struct Resp {
+    status: u16,
+    headers: BTreeMap<String, String>,
+    body: String,
+}
+
+fn request(
+    addr: SocketAddr,
+    method: &str,
+    target: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Resp {
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut head = format!("{method} {target} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n");
+    for (k, v) in headers {
+        head += &format!("{k}: {v}\r\n");
+    }
+    head += &format!("Content-Length: {}\r\n\r\n", body.len());
+    s.write_all(head.as_bytes()).unwrap();
+    s.write_all(body).unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).expect("read response");
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
+        .collect();
+    Resp {
+        status,
+        headers,
+        body: body.to_owned(),
+    }
+}
+
+fn get(addr: SocketAddr, target: &str) -> Resp {
+    request(addr, "GET", target, &[], b"")
+}
+
+fn admin(b: &Balancer, method: &str, target: &str, body: &[u8]) -> Resp {
+    let auth = format!("Bearer {TOKEN}");
+    request(b.admin, method, target, &[("Authorization", &auth)], body)
+}
+
+/// The sum of every series of metric `name` (None when it has no series).
+fn metric(b: &Balancer, name: &str) -> Option<f64> {
+    let m = get(b.admin, "/metrics");
+    let values: Vec<f64> = m
+        .body
+        .lines()
+        .filter(|l| l.starts_with(name) && l[name.len()..].starts_with([' ', '{']))
+        .filter_map(|l| l.rsplit(' ').next()?.parse().ok())
+        .collect();
+    (!values.is_empty()).then(|| values.iter().sum())
+}
+
+fn replica_state(b: &Balancer, name: &str) -> serde_json::Value {
+    let r = admin(b, "GET", "/admin/replicas", b"");
+    assert_eq!(r.status, 200, "{}", r.body);
+    let v: serde_json::Value = serde_json::from_str(&r.body).unwrap();
+    v["replicas"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["name"] == name)
+        .cloned()
+        .unwrap_or(serde_json::Value::Null)
+}
+
+fn wait_until(what: &str, limit: Duration, mut f: impl FnMut() -> bool) -> Duration {
+    let start = Instant::now();
+    while !f() {
+        assert!(start.elapsed() < limit, "timed out waiting for {what}");
+        thread::sleep(Duration::from_millis(20));
+    }
+    start.elapsed()
+}
+
+/// `threads` clients sending `per_thread` queries each; returns the non-200 responses.
+fn load(addr: SocketAddr, threads: usize, per_thread: usize) -> thread::JoinHandle<Vec<String>> {
+    thread::spawn(move || {
+        let hs: Vec<_> = (0..threads)
+            .map(|t| {
+                thread::spawn(move || {
+                    let mut bad = Vec::new();
+                    for i in 0..per_thread {
+                        let r = get(
+                            addr,
+                            &format!("/search?q=term{}+word{}", (i * 7 + t) % 50, i % 13),
+                        );
+                        if r.status != 200 {
+                            bad.push(format!("{} {}", r.status, r.body));
+                        }
+                        thread::sleep(Duration::from_millis(2));
+                    }
+                    bad
+                })
+            })
+            .collect();
+        hs.into_iter().flat_map(|h| h.join().unwrap()).collect()
+    })
+}
+
+fn table(replicas: u16, rows: &[(&str, u16, f32)]) -> VotingTable {
+    VotingTable::new(
+        replicas,
+        rows.iter()
+            .map(|&(t, r, w)| TableRow {
+                term: t.to_owned(),
+                replica: r,
+                weight: w,
+            })
+            .collect(),
+        BTreeMap::new(),
+    )
+    .unwrap()
+}
+
+fn write_table(dir: &Path, name: &str, t: &VotingTable) -> PathBuf {
+    let p = dir.join(name);
+    t.write_parquet(&p).unwrap();
+    p
+}
+
+/// A Parquet table whose second row has a NaN weight (written without validation).
+fn write_nan_table(path: &Path) {
+    use arrow_array::{ArrayRef, Float32Array, RecordBatch, StringArray, UInt16Array};
+    use arrow_schema::{DataType, Field, Schema};
+    use parquet::arrow::ArrowWriter;
+    use parquet::file::metadata::KeyValue;
+    use parquet::file::properties::WriterProperties;
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("term", DataType::Utf8, false),
+        Field::new("replica", DataType::UInt16, false),
+        Field::new("weight", DataType::Float32, false),
+    ]));
+    let cols: Vec<ArrayRef> = vec![
+        Arc::new(StringArray::from(vec!["alpha", "beta"])),
+        Arc::new(UInt16Array::from(vec![0u16, 1])),
+        Arc::new(Float32Array::from(vec![1.0f32, f32::NAN])),
+    ];
+    let batch = RecordBatch::try_new(Arc::clone(&schema), cols).unwrap();
+    let props = WriterProperties::builder()
+        .set_key_value_metadata(Some(vec![
+            KeyValue::new("ballot.replicas".into(), "3".to_owned()),
+            KeyValue::new("ballot.format_version".into(), "1".to_owned()),
+        ]))
+        .build();
+    let mut w =
+        ArrowWriter::try_new(std::fs::File::create(path).unwrap(), schema, Some(props)).unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+}
+
+fn three() -> Vec<Backend> {
+    ["b0", "b1", "b2"]
+        .iter()
+        .map(|n| Backend::start(n))
+        .collect()
+}
+
+// ---------------------------------------------------------------- tests
+
+#[test]
+fn killing_a_backend_under_load_fails_no_request_and_it_comes_back() {
+    let mut bs = three();
+    let refs: Vec<&Backend> = bs.iter().collect();
+    let cfg = config(&refs, "name = \"term-vote\"", "");
+    let b = spawn_balancer(tempfile::tempdir().unwrap(), &cfg);
+
+    let running = load(b.addr, 4, 150);
+    thread::sleep(Duration::from_millis(250));
+    bs[1].kill();
+    // Let a request read just before the kill finish counting.
+    thread::sleep(Duration::from_millis(50));
+    let hits_at_kill = bs[1].hits.load(Ordering::Relaxed);
+    // fall 2 x interval 100 ms (plus a timeout), or at once by passive ejection.
+    let took = wait_until("b1 ejected", Duration::from_secs(2), || {
+        replica_state(&b, "b1")["healthy"] == false
+    });
+    eprintln!("b1 ejected {took:?} after the kill");
+    let failed = running.join().unwrap();
+    assert!(failed.is_empty(), "failed requests: {failed:?}");
+    assert_eq!(bs[1].hits.load(Ordering::Relaxed), hits_at_kill);
+    assert!(metric(&b, "ballot_ejections_total").unwrap_or(0.0) >= 1.0);
+
+    bs[1].restart();
+    // rise 2 x interval 100 ms.
+    let took = wait_until("b1 re-admitted", Duration::from_secs(3), || {
+        replica_state(&b, "b1")["healthy"] == true
+    });
+    eprintln!("b1 re-admitted {took:?} after the restart");
+    let failed = load(b.addr, 2, 100).join().unwrap();
+    assert!(failed.is_empty(), "failed requests: {failed:?}");
+    assert!(
+        bs[1].hits.load(Ordering::Relaxed) > hits_at_kill,
+        "b1 gets queries again"
+    );
+}
+
+#[test]
+fn a_hung_backend_times_out_and_its_queries_fail_over() {
+    let bs = three();
+    let refs: Vec<&Backend> = bs.iter().collect();
+    let b = spawn_balancer(
+        tempfile::tempdir().unwrap(),
+        &config(&refs, "name = \"rj-ch\"", ""),
+    );
+    bs[1].stall.store(2000, Ordering::Relaxed);
+    let start = Instant::now();
+    let failed = load(b.addr, 3, 40).join().unwrap();
+    assert!(failed.is_empty(), "failed requests: {failed:?}");
+    assert_eq!(replica_state(&b, "b1")["healthy"], false);
+    assert!(metric(&b, "ballot_retries_total").unwrap_or(0.0) >= 1.0);
+    // Each timed-out attempt costs request_timeout_ms (500 ms), not the 2 s stall.
+    assert!(start.elapsed() < Duration::from_secs(20));
+    let r = get(b.addr, "/search?q=after+the+stall");
+    assert_ne!(r.headers["x-ballot-replica"], "b1");
+    bs[1].stall.store(0, Ordering::Relaxed);
+    wait_until("b1 re-admitted", Duration::from_secs(6), || {
+        replica_state(&b, "b1")["healthy"] == true
+    });
+}
+
+#[test]
+fn health_checks_eject_an_idle_dead_backend_within_fall_checks() {
+    let mut bs = three();
+    let refs: Vec<&Backend> = bs.iter().collect();
+    let b = spawn_balancer(
+        tempfile::tempdir().unwrap(),
+        &config(&refs, "name = \"least-loaded\"", ""),
+    );
+    thread::sleep(Duration::from_millis(300));
+    bs[2].kill();
+    // No traffic: only the checks (fall 2, interval 100 ms, timeout 200 ms) can see it.
+    let took = wait_until("b2 ejected by checks", Duration::from_millis(1500), || {
+        replica_state(&b, "b2")["healthy"] == false
+    });
+    eprintln!("b2 ejected {took:?} after the kill, by health checks alone");
+    for _ in 0..20 {
+        let r = get(b.addr, "/search?q=x");
+        assert_eq!(r.status, 200);
+        assert_ne!(r.headers["x-ballot-replica"], "b2");
+    }
+    bs[2].restart();
+    wait_until("b2 re-admitted", Duration::from_secs(2), || {
+        replica_state(&b, "b2")["healthy"] == true
+    });
+}
+
+#[test]
+fn a_reloaded_table_ramps_in_under_load_without_errors() {
+    let bs = three();
+    let refs: Vec<&Backend> = bs.iter().collect();
+    let dir = tempfile::tempdir().unwrap();
+    let t1 = write_table(dir.path(), "t1.parquet", &table(3, &[("alpha", 0, 1.0)]));
+    let t2 = write_table(dir.path(), "t2.parquet", &table(3, &[("alpha", 2, 1.0)]));
+    let cfg = config(
+        &refs,
+        &format!("name = \"table\"\ntable = \"{}\"", t1.display()),
+        "ramp_secs = 1.5",
+    );
+    let b = spawn_balancer(dir, &cfg);
+    let alpha = get(b.addr, "/search?q=alpha");
+    assert_eq!(alpha.headers["x-ballot-replica"], "b0");
+    assert_eq!(alpha.headers["x-ballot-reason"], "vote");
+    assert!(
+        alpha.body.starts_with("b0 /search?q=alpha"),
+        "{}",
+        alpha.body
+    );
+    assert_eq!(metric(&b, "ballot_table_version"), Some(1.0));
+
+    let running = load(b.addr, 3, 200);
+    thread::sleep(Duration::from_millis(100));
+    let body = format!("{{\"path\": \"{}\"}}", t2.display());
+    let r = admin(&b, "POST", "/admin/table", body.as_bytes());
+    assert_eq!(r.status, 200, "{}", r.body);
+    let p0 = metric(&b, "ballot_table_ramp_progress").unwrap();
+    assert!(p0 < 0.5, "ramp progress right after the reload: {p0}");
+    let mut seen = vec![p0];
+    wait_until("the ramp to finish", Duration::from_secs(5), || {
+        let p = metric(&b, "ballot_table_ramp_progress").unwrap();
+        seen.push(p);
+        p == 1.0
+    });
+    assert!(seen.windows(2).all(|w| w[0] <= w[1]), "{seen:?}");
+    let failed = running.join().unwrap();
+    assert!(failed.is_empty(), "failed requests: {failed:?}");
+    assert_eq!(metric(&b, "ballot_table_version"), Some(2.0));
+    assert_eq!(
+        get(b.addr, "/search?q=alpha").headers["x-ballot-replica"],
+        "b2"
+    );
+
+    // SIGHUP re-reads the configured path (t1): alpha goes back to b0 once ramped.
+    let pid = b.child.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-HUP", &pid])
+        .status()
+        .unwrap()
+        .success());
+    wait_until("SIGHUP reload", Duration::from_secs(5), || {
+        metric(&b, "ballot_table_version") == Some(3.0)
+            && get(b.addr, "/search?q=alpha").headers["x-ballot-replica"] == "b0"
+    });
+}
+
+#[test]
+fn invalid_tables_are_rejected_and_the_old_one_keeps_serving() {
+    let bs = three();
+    let refs: Vec<&Backend> = bs.iter().collect();
+    let dir = tempfile::tempdir().unwrap();
+    let t1 = write_table(dir.path(), "t1.parquet", &table(3, &[("alpha", 1, 1.0)]));
+    let wrong_r = write_table(dir.path(), "t4.parquet", &table(4, &[("alpha", 3, 1.0)]));
+    let nan = dir.path().join("nan.parquet");
+    write_nan_table(&nan);
+    let cfg = config(
+        &refs,
+        &format!("name = \"table\"\ntable = \"{}\"", t1.display()),
+        "ramp_secs = 0.0",
+    );
+    let b = spawn_balancer(dir, &cfg);
+    let path_body = |p: &Path| format!("{{\"path\": \"{}\"}}", p.display()).into_bytes();
+    let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        ("wrong replica count", path_body(&wrong_r), "replica"),
+        ("NaN weight", path_body(&nan), "row 1"),
+        ("NaN weight uploaded", std::fs::read(&nan).unwrap(), "row 1"),
+        (
+            "not Parquet",
+            b"this is not a parquet file".to_vec(),
+            "Parquet",
+        ),
+        (
+            "missing file",
+            path_body(Path::new("/nonexistent/t.parquet")),
+            "cannot read",
+        ),
+        ("bad JSON", b"{\"paht\": 1}".to_vec(), "path"),
+    ];
+    let n = cases.len() as f64;
+    for (what, body, want) in cases {
+        let r = admin(&b, "POST", "/admin/table", &body);
+        assert!(
+            r.status == 422 || r.status == 400,
+            "{what}: {} {}",
+            r.status,
+            r.body
+        );
+        let v: serde_json::Value = serde_json::from_str(&r.body).expect("JSON error");
+        let err = v["error"].as_str().unwrap_or_default();
+        assert!(err.contains(want), "{what}: {err}");
+        assert_eq!(
+            get(b.addr, "/search?q=alpha").headers["x-ballot-replica"],
+            "b1",
+            "{what}"
+        );
+    }
+    assert_eq!(metric(&b, "ballot_table_reload_failures_total"), Some(n));
+    assert_eq!(metric(&b, "ballot_table_version"), Some(1.0));
+}
+
+#[test]
+fn bad_input_is_a_400_json_error_never_a_500() {
+    let bs = three();
+    let refs: Vec<&Backend> = bs.iter().collect();
+    let b = spawn_balancer(
+        tempfile::tempdir().unwrap(),
+        &config(&refs, "name = \"ch-bl\"", ""),
+    );
+    let long = format!("/search?q={}", "a".repeat(65));
+    let cases = [
+        ("missing q", "/search", "missing"),
+        ("missing q with others", "/search?x=1", "missing"),
+        ("empty q", "/search?q=", "empty"),
+        ("blank q", "/search?q=+%20", "empty"),
+        ("q over the limit", long.as_str(), "longer than 64"),
+        ("bad percent", "/search?q=ab%zz", "percent"),
+        ("truncated percent", "/search?q=ab%4", "percent"),
+        ("bad UTF-8", "/search?q=%FF%FE", "UTF-8"),
+    ];
+    for (what, target, want) in cases {
+        let r = get(b.addr, target);
+        assert_eq!(r.status, 400, "{what}: {}", r.body);
+        let v: serde_json::Value = serde_json::from_str(&r.body).expect("JSON body");
+        assert!(
+            v["error"].as_str().unwrap_or_default().contains(want),
+            "{what}: {}",
+            r.body
+        );
+    }
+    let r = request(b.addr, "POST", "/search?q=x", &[], b"");
+    assert_eq!(r.status, 405);
+    assert!(
+        serde_json::from_str::<serde_json::Value>(&r.body).is_ok(),
+        "{}",
+        r.body
+    );
+    let r = get(b.addr, "/nope");
+    assert_eq!(r.status, 404);
+    assert!(
+        serde_json::from_str::<serde_json::Value>(&r.body).is_ok(),
+        "{}",
+        r.body
+    );
+    let r = get(b.addr, &format!("/search?q={}", "a".repeat(64)));
+    assert_eq!(r.status, 200, "exactly at the limit: {}", r.body);
+    let r = get(b.addr, "/search?q=%21%21");
+    assert_eq!(
+        r.status, 200,
+        "a query with no terms still routes: {}",
+        r.body
+    );
+    assert_eq!(r.headers["x-ballot-reason"], "vote");
+    assert_eq!(get(b.addr, "/healthz").status, 200);
+}
+
+#[test]
+fn admin_needs_the_token_and_manages_membership() {
+    let bs = three();
+    let refs: Vec<&Backend> = bs.iter().collect();
+    let b = spawn_balancer(
+        tempfile::tempdir().unwrap(),
+        &config(&refs[..2], "name = \"round-robin\"", ""),
+    );
+    for (method, target) in [
+        ("GET", "/admin/replicas"),
+        ("POST", "/admin/table"),
+        ("POST", "/admin/replicas/b0/drain"),
+        ("DELETE", "/admin/replicas/b0"),
+    ] {
+        let r = request(b.admin, method, target, &[], b"");
+        assert_eq!(r.status, 401, "{method} {target} without token");
+        let r = request(
+            b.admin,
+            method,
+            target,
+            &[("Authorization", "Bearer wrong")],
+            b"",
+        );
+        assert_eq!(r.status, 401, "{method} {target} with a wrong token");
+    }
+    assert_eq!(get(b.admin, "/metrics").status, 200);
+    assert_eq!(get(b.admin, "/nope").status, 404);
+
+    // Drain b0: every query goes to b1; enable: both again.
+    assert_eq!(
+        admin(&b, "POST", "/admin/replicas/b0/drain", b"").status,
+        200
+    );
+    for _ in 0..10 {
+        assert_eq!(get(b.addr, "/search?q=x").headers["x-ballot-replica"], "b1");
+    }
+    assert_eq!(
+        admin(&b, "POST", "/admin/replicas/b0/enable", b"").status,
+        200
+    );
+    let names: std::collections::BTreeSet<String> = (0..10)
+        .map(|_| get(b.addr, "/search?q=x").headers["x-ballot-replica"].clone())
+        .collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+
+    // Add b2, remove b0.
+    let add = format!("{{\"name\": \"b2\", \"address\": \"{}\"}}", bs[2].address());
+    let r = admin(&b, "POST", "/admin/replicas", add.as_bytes());
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert_eq!(
+        admin(&b, "POST", "/admin/replicas", add.as_bytes()).status,
+        409
+    );
+    let r = admin(&b, "DELETE", "/admin/replicas/b0", b"");
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(admin(&b, "DELETE", "/admin/replicas/b0", b"").status, 404);
+    let names: std::collections::BTreeSet<String> = (0..12)
+        .map(|_| get(b.addr, "/search?q=x").headers["x-ballot-replica"].clone())
+        .collect();
+    assert_eq!(names.into_iter().collect::<Vec<_>>(), ["b1", "b2"]);
+    let bad = admin(
+        &b,
+        "POST",
+        "/admin/replicas",
+        b"{\"name\": \"x y\", \"address\": \"h:1\"}",
+    );
+    assert_eq!(bad.status, 400, "{}", bad.body);
+}
+
+#[test]
+fn a_bad_config_names_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.toml");
+    std::fs::write(&path, "listen = \"127.0.0.1:0\"\nbogus = 1\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_balancer"))
+        .arg("--config")
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("bad.toml") && err.contains("bogus"), "{err}");
+}
+
+#[test]
+fn sigterm_drains_in_flight_requests_and_exits() {
+    let bs = three();
+    for b in &bs {
+        b.stall.store(600, Ordering::Relaxed);
+    }
+    let refs: Vec<&Backend> = bs.iter().collect();
+    let cfg = config(&refs, "name = \"p2c\"", "")
+        .replace("request_timeout_ms = 500\n", "request_timeout_ms = 3000\n");
+    let mut b = spawn_balancer(tempfile::tempdir().unwrap(), &cfg);
+    let addr = b.addr;
+    let slow = thread::spawn(move || get(addr, "/search?q=in+flight"));
+    thread::sleep(Duration::from_millis(200));
+    let pid = b.child.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let r = slow.join().unwrap();
+    assert_eq!(
+        r.status, 200,
+        "the request in flight at SIGTERM completes: {}",
+        r.body
+    );
+    let start = Instant::now();
+    loop {
+        if let Some(st) = b.child.try_wait().unwrap() {
+            assert!(st.success(), "{st:?}");
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(5), "did not exit");
+        thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        TcpStream::connect(addr).is_err(),
+        "still listening after exit"
+    );
+    let _ = &b.dir;
+}

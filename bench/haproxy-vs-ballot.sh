@@ -1,0 +1,235 @@
+#!/usr/bin/env bash
+# HAProxy vs ballot, side by side, in front of the same three `replica` processes.
+#
+# HAProxy routes with `balance url_param q` + `hash-type consistent` +
+# `hash-balance-factor 105` (consistent hashing of the whole query with bounded loads,
+# eps = 0.05); ballot routes with term voting (`term-vote`, or `table` when BENCH_TABLE
+# names a voting table) under the same bound. The same wrk load (Zipf-like queries over the
+# synthetic log's vocabulary) runs against each, alternately, on loopback; the script prints
+# requests/s and p99 latency of every run.
+#
+# Not part of CI. Needs root (or sudo) for apt when haproxy or wrk is missing, about 2.1 GB
+# of disk for the index (kept in BENCH_DIR and reused), and a few minutes.
+#
+# Knobs (environment): BENCH_DIR (default target/bench-haproxy), ROUNDS (2), DURATION (15s
+# per measured run), WARMUP (5s, discarded, before each run), CONNS (16), THREADS (2),
+# CACHE_BYTES per replica (5% of the index), FLASH_MBPS (400, emulated per replica),
+# FLASH_US (100 us per read), VOCAB (20000 most frequent words drawn from), BENCH_TABLE
+# (a table.parquet for 3 replicas; default: term-vote), BACKENDS (replica, or static: three
+# HAProxy frontends that answer 200 at once, to measure the balancers' own overhead).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+
+BENCH_DIR=${BENCH_DIR:-$ROOT/target/bench-haproxy}
+ROUNDS=${ROUNDS:-2}
+DURATION=${DURATION:-15s}
+WARMUP=${WARMUP:-5s}
+CONNS=${CONNS:-16}
+THREADS=${THREADS:-2}
+FLASH_MBPS=${FLASH_MBPS:-400}
+FLASH_US=${FLASH_US:-100}
+PORTS=(18301 18302 18303)
+HAPROXY_PORT=18310
+BALLOT_PORT=18320
+BALLOT_ADMIN=18321
+
+# --- tools ------------------------------------------------------------------------------
+if ! command -v haproxy >/dev/null || ! command -v wrk >/dev/null; then
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  $SUDO apt-get update && $SUDO apt-get install -y haproxy wrk
+fi
+cargo build --release -p balancer -p replica -p pipelines
+BIN=$ROOT/target/release
+for b in balancer replica ballot; do
+  [ -x "$BIN/$b" ] || { echo "missing $BIN/$b" >&2; exit 1; }
+done
+
+# --- data: the synthetic log's vocabulary and a replica index ---------------------------
+mkdir -p "$BENCH_DIR"
+if [ ! -f "$BENCH_DIR/log.freq.tsv" ]; then
+  "$BIN/ballot" gen -o "$BENCH_DIR/log.parquet"
+fi
+if [ ! -f "$BENCH_DIR/index/manifest.json" ]; then
+  rm -rf "$BENCH_DIR/index"
+  "$BIN/ballot" build-index -o "$BENCH_DIR/index"
+fi
+INDEX_BYTES=$(stat -c %s "$BENCH_DIR/index/postings.bin")
+CACHE_BYTES=${CACHE_BYTES:-$((INDEX_BYTES / 20))}
+# Words made of [a-z0-9] only, most frequent first, so they need no URL encoding.
+awk -F'\t' -v vocab="${VOCAB:-20000}" \
+  'NR > 1 && $1 ~ /^[a-z0-9]+$/ { print $1; if (++n == vocab) exit }' \
+  "$BENCH_DIR/log.freq.tsv" >"$BENCH_DIR/words.txt"
+
+RUN=$(mktemp -d)
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$RUN"
+}
+trap cleanup EXIT
+
+wait_port() { # port log
+  for _ in $(seq 1 200); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+    sleep 0.05
+  done
+  echo "nothing listening on port $1; log $2:" >&2
+  cat "$2" >&2
+  exit 1
+}
+
+# --- the shared backends ----------------------------------------------------------------
+if [ "${BACKENDS:-replica}" = static ]; then
+  # Three HAProxy frontends answering 200 "ok" at once: measures the balancers alone.
+  {
+    echo "global"
+    echo "  maxconn 4096"
+    echo "defaults"
+    echo "  mode http"
+    echo "  timeout client 30s"
+    for i in 0 1 2; do
+      echo "frontend static$i"
+      echo "  bind 127.0.0.1:${PORTS[$i]}"
+      echo "  http-request return status 200 content-type text/plain string ok$i"
+    done
+  } >"$RUN/static.cfg"
+  haproxy -f "$RUN/static.cfg" -db >"$RUN/static.log" 2>&1 &
+  PIDS+=($!)
+  for i in 0 1 2; do wait_port "${PORTS[$i]}" "$RUN/static.log"; done
+else
+  for i in 0 1 2; do
+    "$BIN/replica" --index "$BENCH_DIR/index" --listen "127.0.0.1:${PORTS[$i]}" \
+      --cache-bytes "$CACHE_BYTES" --id "r$i" \
+      --flash-read-mbps "$FLASH_MBPS" --flash-latency-us "$FLASH_US" \
+      >"$RUN/replica$i.log" 2>&1 &
+    PIDS+=($!)
+  done
+  for i in 0 1 2; do wait_port "${PORTS[$i]}" "$RUN/replica$i.log"; done
+fi
+
+# --- HAProxy ----------------------------------------------------------------------------
+cat >"$RUN/haproxy.cfg" <<CFG
+global
+  maxconn 4096
+defaults
+  mode http
+  timeout connect 1s
+  timeout client 30s
+  timeout server 30s
+frontend fe
+  bind 127.0.0.1:$HAPROXY_PORT
+  default_backend replicas
+backend replicas
+  balance url_param q
+  hash-type consistent
+  hash-balance-factor 105
+  http-reuse always
+  option httpchk GET /healthz
+  server r0 127.0.0.1:${PORTS[0]} check inter 1s fall 3 rise 2
+  server r1 127.0.0.1:${PORTS[1]} check inter 1s fall 3 rise 2
+  server r2 127.0.0.1:${PORTS[2]} check inter 1s fall 3 rise 2
+CFG
+haproxy -f "$RUN/haproxy.cfg" -db >"$RUN/haproxy.log" 2>&1 &
+PIDS+=($!)
+
+# --- ballot -----------------------------------------------------------------------------
+if [ -n "${BENCH_TABLE:-}" ]; then
+  POLICY="name = \"table\"
+table = \"$(realpath "$BENCH_TABLE")\""
+else
+  POLICY="name = \"term-vote\""
+fi
+cat >"$RUN/balancer.toml" <<CFG
+listen = "127.0.0.1:$BALLOT_PORT"
+admin_listen = "127.0.0.1:$BALLOT_ADMIN"
+admin_token = "bench"
+eps = 0.05
+request_timeout_ms = 10000
+retries = 2
+[health]
+interval_ms = 1000
+timeout_ms = 500
+fall = 3
+rise = 2
+[policy]
+$POLICY
+sizes = "$BENCH_DIR/index/sizes.parquet"
+[[replicas]]
+name = "r0"
+address = "127.0.0.1:${PORTS[0]}"
+[[replicas]]
+name = "r1"
+address = "127.0.0.1:${PORTS[1]}"
+[[replicas]]
+name = "r2"
+address = "127.0.0.1:${PORTS[2]}"
+CFG
+"$BIN/balancer" --config "$RUN/balancer.toml" >"$RUN/balancer.log" 2>&1 &
+PIDS+=($!)
+wait_port "$HAPROXY_PORT" "$RUN/haproxy.log"
+wait_port "$BALLOT_PORT" "$RUN/balancer.log"
+
+# --- the load: 1 to 3 terms, each drawn log-uniformly by rank (Zipf s = 1) --------------
+cat >"$RUN/queries.lua" <<'LUA'
+local words = {}
+for w in io.lines(os.getenv("BENCH_WORDS")) do words[#words + 1] = w end
+local nwords = #words
+local counter = 0
+function setup(thread)
+  counter = counter + 1
+  thread:set("seed", counter)
+end
+function init(args)
+  math.randomseed(seed or 1)
+end
+function request()
+  local n = 1 + math.floor(math.random() ^ 2 * 3)
+  local terms = {}
+  for i = 1, n do
+    local rank = math.floor(nwords ^ math.random())
+    terms[i] = words[math.max(1, math.min(nwords, rank))]
+  end
+  return wrk.format("GET", "/search?q=" .. table.concat(terms, "+"))
+end
+LUA
+export BENCH_WORDS="$BENCH_DIR/words.txt"
+
+run_wrk() { # name port duration
+  wrk -t"$THREADS" -c"$CONNS" -d"$3" --timeout 10s --latency -s "$RUN/queries.lua" "http://127.0.0.1:$2" \
+    >"$RUN/wrk-$1.txt" 2>&1 || true
+}
+
+# wrk prints "99%   12.34ms"; normalize to milliseconds.
+p99_ms() {
+  awk '$1 == "99%" {
+    v = $2; u = v; sub(/[0-9.]+/, "", u); sub(/[a-z]+$/, "", v)
+    if (u == "us") v /= 1000; else if (u == "s") v *= 1000; else if (u == "m") v *= 60000
+    printf "%.2f", v }' "$1"
+}
+rps() { awk '$1 == "Requests/sec:" { print $2 }' "$1"; }
+errors() { awk '/Non-2xx|Socket errors/ { printf "%s ", $0 }' "$1"; }
+
+echo
+if [ "${BACKENDS:-replica}" = static ]; then
+  echo "backends: 3 x static HAProxy frontends (200 ok): the balancers' own cost"
+else
+  echo "backends: 3 x replica, cache $CACHE_BYTES bytes each, flash $FLASH_MBPS MB/s + $FLASH_US us"
+fi
+echo "load: wrk -t$THREADS -c$CONNS -d$DURATION (after $WARMUP warmup), alternating, $ROUNDS rounds"
+printf '%-8s %-6s %12s %10s  %s\n' lb round "requests/s" "p99 ms" "errors"
+for round in $(seq 1 "$ROUNDS"); do
+  for lb in haproxy ballot; do
+    port=$HAPROXY_PORT
+    [ "$lb" = ballot ] && port=$BALLOT_PORT
+    run_wrk "$lb-warm" "$port" "$WARMUP"
+    run_wrk "$lb" "$port" "$DURATION"
+    f="$RUN/wrk-$lb.txt"
+    printf '%-8s %-6s %12s %10s  %s\n' "$lb" "$round" "$(rps "$f")" "$(p99_ms "$f")" "$(errors "$f")"
+    cp "$f" "$BENCH_DIR/wrk-$lb-round$round.txt"
+  done
+done
+echo
+echo "raw wrk output: $BENCH_DIR/wrk-*-round*.txt"

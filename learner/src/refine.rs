@@ -1,0 +1,338 @@
+//! Simulation-driven refinement of the votes.
+//!
+//! Routing changes what each cache holds, so a table is judged by replaying the train part
+//! through the `table` policy in the cache simulator, the same code `ballot eval` runs.
+//! The train part is split into a *fit* prefix, which warms the caches and supplies the
+//! observations, and a *validation* suffix, whose miss bytes ratio decides which iteration's
+//! table is kept (early stopping). Each iteration observes, for every term and replica, how
+//! often the term's postings were requested there and how often they hit, then applies the
+//! update rule:
+//!
+//! 1. **Follow the traffic.** A term's home moves to the replica where it was requested
+//!    most, when that replica saw at least `1 + move_margin` times the requests of the
+//!    current home. Queries go where their heavy terms vote; a light term that keeps being
+//!    pulled elsewhere by its co-occurring terms should live there (label propagation on the
+//!    term–query graph).
+//! 2. **Weight by what is saved.** A term's vote weight becomes its postings bytes times its
+//!    smoothed hit rate at home, `(hits + 1) / (requests + 2)`: a vote is worth the flash
+//!    bytes routing the query there is expected to save. Terms that never hit (one-offs,
+//!    lists too big to stay cached) stop dragging queries away from terms that do.
+//! 3. **Vote where it hits.** Besides its home, a term votes for every other replica that
+//!    requested it at least `secondary_min_requests` times, with the same weight rule
+//!    (bytes × smoothed hit rate there, times `secondary`). A query's score on a replica then
+//!    approximates the postings bytes it would find cached there, which counts the popular
+//!    terms every replica holds and lets hot terms have several homes.
+//! 4. **Price the load.** Each replica has a multiplier on the votes it receives, lowered
+//!    when more queries would pick it first than its fair share and raised when fewer
+//!    (dual ascent on the balance constraint with a decaying step:
+//!    `λ_r ← λ_r · (fair / demand_r)^(step / √(k + 1))` at iteration k). Fewer
+//!    queries then overflow the load bound to a random replica, which pollutes caches.
+//!
+//! The best table on validation is kept, so refinement never returns a table worse on
+//! validation than the initial one.
+
+use std::sync::Arc;
+
+use balancer::policy::table::TablePolicy;
+use balancer::policy::vote::VoteSource;
+use balancer::policy::{build_policy, Decision, PolicyKind, PolicyParams};
+use cache_sim::sim::{replay, Observer, SimConfig, SimResult, Trace};
+use data::table::VotingTable;
+use serde::Serialize;
+
+use crate::votes::TermVotes;
+
+/// Parameters of the refinement.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RefineConfig {
+    /// Iterations after the initial evaluation.
+    pub iterations: usize,
+    /// Stop after this many iterations without a validation improvement.
+    pub patience: usize,
+    /// Relative request advantage a replica needs before a term moves there.
+    pub move_margin: f64,
+    /// Exponent of the first load-price update; iteration k uses `price_step / √(k + 1)`.
+    pub price_step: f64,
+    /// Weight factor of secondary votes (0 disables them).
+    pub secondary: f64,
+    /// Requests a replica must have seen for a term before it gets a secondary vote.
+    pub secondary_min_requests: u32,
+    /// Exponent on the smoothed hit rate in a vote's weight (1 = expected saved bytes,
+    /// smaller values trust the observed hit rates less).
+    pub hit_exponent: f64,
+}
+
+impl Default for RefineConfig {
+    fn default() -> Self {
+        RefineConfig {
+            iterations: 40,
+            patience: 6,
+            move_margin: 0.25,
+            price_step: 0.3,
+            secondary: 1.0,
+            secondary_min_requests: 4,
+            hit_exponent: 1.0,
+        }
+    }
+}
+
+/// One iteration's measurements.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct IterationRecord {
+    /// 0 = the initial table.
+    pub iteration: usize,
+    /// Miss bytes ratio over the fit part (cold start included).
+    pub train_miss_bytes_ratio: f64,
+    /// Miss bytes ratio over the validation part.
+    pub validation_miss_bytes_ratio: f64,
+    /// Max/mean queries per replica over the validation part.
+    pub validation_imbalance: f64,
+    /// Share of validation queries that overflowed their first choice.
+    pub validation_overflow: f64,
+    /// Terms whose home moved in the update after this evaluation.
+    pub moved_terms: u64,
+    /// Voting terms.
+    pub voting_terms: u64,
+}
+
+/// Per-term, per-replica observations of one replay.
+struct Watch {
+    replicas: usize,
+    requests: Vec<u32>,
+    hits: Vec<u32>,
+    fit_requested: u64,
+    fit_missed: u64,
+    bytes: Arc<[u64]>,
+}
+
+impl Observer for Watch {
+    #[inline]
+    fn on_route(&mut self, _query: usize, _counted: bool, _decision: Decision) {}
+
+    #[inline]
+    fn on_lookup(&mut self, _query: usize, counted: bool, replica: u16, term: u32, hit: bool) {
+        if counted {
+            return;
+        }
+        let i = term as usize * self.replicas + replica as usize;
+        self.requests[i] += 1;
+        let b = self.bytes[term as usize];
+        self.fit_requested += b;
+        if hit {
+            self.hits[i] += 1;
+        } else {
+            self.fit_missed += b;
+        }
+    }
+}
+
+/// The refinement's result.
+pub struct Refined {
+    /// The best votes on validation.
+    pub best: TermVotes,
+    /// Its validation result.
+    pub best_result: SimResult,
+    /// Which iteration it came from (0 = initial).
+    pub best_iteration: usize,
+    /// Every iteration's record.
+    pub history: Vec<IterationRecord>,
+}
+
+/// Builds the `table` policy for `votes`.
+fn table_policy(
+    trace: &Trace,
+    votes: &TermVotes,
+    params: &PolicyParams,
+) -> Result<(Arc<VotingTable>, Box<dyn balancer::policy::RoutingPolicy>), String> {
+    let table = Arc::new(
+        votes
+            .to_table(trace, Default::default())
+            .map_err(|e| e.to_string())?,
+    );
+    let params = PolicyParams {
+        table: Some(table.clone()),
+        ..params.clone()
+    };
+    let policy = build_policy(PolicyKind::Table, &params).map_err(|e| e.to_string())?;
+    Ok((table, policy))
+}
+
+/// Refines `initial` by simulation on `trace` (its `train_len` is the fit part, the rest
+/// is validation). `progress` is called after each evaluation.
+pub fn refine(
+    trace: &Trace,
+    initial: TermVotes,
+    sim: &SimConfig,
+    params: &PolicyParams,
+    cfg: &RefineConfig,
+    mut progress: impl FnMut(&IterationRecord),
+) -> Result<Refined, String> {
+    let r = sim.replicas;
+    let bytes: Arc<[u64]> = trace.term_bytes.clone().into();
+    let mut prices = vec![1.0f64; r];
+    let mut votes = initial;
+    let mut history = Vec::new();
+    let mut best: Option<(TermVotes, SimResult, usize)> = None;
+    let mut since_best = 0usize;
+    for iteration in 0..=cfg.iterations {
+        let (_, policy) = table_policy(trace, &votes, params)?;
+        let mut watch = Watch {
+            replicas: r,
+            requests: vec![0; trace.dict.len() * r],
+            hits: vec![0; trace.dict.len() * r],
+            fit_requested: 0,
+            fit_missed: 0,
+            bytes: bytes.clone(),
+        };
+        let result = replay(trace, policy.as_ref(), sim, &mut watch);
+        let demand = first_choice_demand(trace, &votes, params)?;
+        let step = cfg.price_step / ((iteration + 1) as f64).sqrt();
+        let (next, moved) = update(&votes, &watch, &demand, &mut prices, step, trace, cfg);
+        let record = IterationRecord {
+            iteration,
+            train_miss_bytes_ratio: ratio(watch.fit_missed, watch.fit_requested),
+            validation_miss_bytes_ratio: result.miss_bytes_ratio,
+            validation_imbalance: result.imbalance,
+            validation_overflow: result.overflow_share,
+            moved_terms: moved,
+            voting_terms: votes.voting_terms() as u64,
+        };
+        progress(&record);
+        history.push(record);
+        let improved = best
+            .as_ref()
+            .is_none_or(|(_, b, _)| result.miss_bytes_ratio < b.miss_bytes_ratio);
+        if improved {
+            best = Some((votes.clone(), result, iteration));
+            since_best = 0;
+        } else {
+            since_best += 1;
+            if since_best >= cfg.patience {
+                break;
+            }
+        }
+        votes = next;
+    }
+    let (best, best_result, best_iteration) = best.ok_or("no iteration ran")?;
+    Ok(Refined {
+        best,
+        best_result,
+        best_iteration,
+        history,
+    })
+}
+
+fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 {
+        0.0
+    } else {
+        a as f64 / b as f64
+    }
+}
+
+/// Queries of the fit part whose top-ranked replica (ignoring load) is each replica,
+/// scored by the same vote code the `table` policy routes with.
+fn first_choice_demand(
+    trace: &Trace,
+    votes: &TermVotes,
+    params: &PolicyParams,
+) -> Result<Vec<u64>, String> {
+    let table = Arc::new(
+        votes
+            .to_table(trace, Default::default())
+            .map_err(|e| e.to_string())?,
+    );
+    let p = PolicyParams {
+        table: Some(table),
+        ..params.clone()
+    };
+    let policy = TablePolicy::new(&p).map_err(|e| e.to_string())?;
+    let r = params.replicas;
+    let mut demand = vec![0u64; r];
+    let mut hashes = Vec::with_capacity(32);
+    for q in 0..trace.train_len {
+        hashes.clear();
+        hashes.extend(
+            trace
+                .terms(q)
+                .iter()
+                .map(|&t| trace.term_hashes[t as usize]),
+        );
+        let scores = policy.votes().score(&hashes);
+        let mut top = None;
+        for c in 0..r {
+            if scores.is_positive(c) && top.is_none_or(|b| scores.ranks_above(c, b)) {
+                top = Some(c);
+            }
+        }
+        if let Some(c) = top {
+            demand[c] += 1;
+        }
+    }
+    Ok(demand)
+}
+
+/// Applies the update rule of the module docs; returns the new votes and how many terms
+/// moved.
+fn update(
+    votes: &TermVotes,
+    watch: &Watch,
+    demand: &[u64],
+    prices: &mut [f64],
+    step: f64,
+    trace: &Trace,
+    cfg: &RefineConfig,
+) -> (TermVotes, u64) {
+    let r = prices.len();
+    let total: u64 = demand.iter().sum();
+    if total > 0 {
+        let fair = total as f64 / r as f64;
+        for (p, &d) in prices.iter_mut().zip(demand) {
+            let d = (d as f64).max(1.0);
+            *p = (*p * (fair / d).powf(step)).clamp(0.25, 4.0);
+        }
+    }
+    let mut moved = 0u64;
+    let mut next = votes.clone();
+    for (t, list) in next.votes.iter_mut().enumerate() {
+        let Some(&(home, _)) = list.first() else {
+            continue;
+        };
+        let row = &watch.requests[t * r..(t + 1) * r];
+        let hits = &watch.hits[t * r..(t + 1) * r];
+        let (mut best_r, mut best_req) = (home as usize, row[home as usize]);
+        for (c, &req) in row.iter().enumerate() {
+            if req > best_req {
+                best_r = c;
+                best_req = req;
+            }
+        }
+        let new_home =
+            if f64::from(best_req) >= (1.0 + cfg.move_margin) * f64::from(row[home as usize]) {
+                best_r
+            } else {
+                home as usize
+            };
+        if new_home != home as usize {
+            moved += 1;
+        }
+        let bytes = trace.term_bytes[t] as f64;
+        let hit_rate = |c: usize| {
+            ((f64::from(hits[c]) + 1.0) / (f64::from(row[c]) + 2.0)).powf(cfg.hit_exponent)
+        };
+        list.clear();
+        list.push((
+            new_home as u16,
+            (bytes * hit_rate(new_home) * prices[new_home]) as f32,
+        ));
+        if cfg.secondary > 0.0 {
+            for (c, &req) in row.iter().enumerate() {
+                if c != new_home && req >= cfg.secondary_min_requests {
+                    let w = bytes * hit_rate(c) * prices[c] * cfg.secondary;
+                    list.push((c as u16, w as f32));
+                }
+            }
+        }
+    }
+    (next, moved)
+}

@@ -1,0 +1,71 @@
+//! The training report: configuration, pruning, graph and partition sizes, per-stage wall
+//! times and every refinement iteration, written as JSON by `ballot train --report` and
+//! summarized in the table's metadata.
+
+use serde::Serialize;
+
+use crate::aggregate::PruneStats;
+use crate::refine::IterationRecord;
+
+/// Wall time of one stage.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct StageTime {
+    /// Stage name.
+    pub stage: String,
+    /// Seconds.
+    pub seconds: f64,
+}
+
+/// Sizes of the graph METIS partitioned.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct GraphStats {
+    /// Term vertices.
+    pub term_vertices: u64,
+    /// Query vertices.
+    pub query_vertices: u64,
+    /// Undirected edges.
+    pub edges: u64,
+    /// Weighted edge cut METIS reported (scaled units).
+    pub edge_cut: i64,
+    /// Share of query load (constraint 0) in each part.
+    pub part_load_share: Vec<f64>,
+}
+
+/// Everything a training run reports.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TrainReport {
+    /// Replica count.
+    pub replicas: usize,
+    /// Per-replica cache size as a fraction of the log's distinct postings bytes.
+    pub cache_frac: f64,
+    /// Per-replica cache capacity in bytes.
+    pub capacity_bytes: u64,
+    /// Eviction policy name.
+    pub eviction: String,
+    /// Load-bound slack.
+    pub eps: f64,
+    /// Seed.
+    pub seed: u64,
+    /// Train queries used for the graph and the fit replay.
+    pub fit_queries: u64,
+    /// Train queries held out for validation.
+    pub validation_queries: u64,
+    /// Pruning summary.
+    pub prune: PruneStats,
+    /// Graph and partition sizes.
+    pub graph: GraphStats,
+    /// Per-stage wall times.
+    pub timings: Vec<StageTime>,
+    /// Every refinement iteration (iteration 0 is the initial METIS table).
+    pub iterations: Vec<IterationRecord>,
+    /// The iteration whose table was kept.
+    pub best_iteration: usize,
+    /// Validation miss bytes ratio of the kept table.
+    pub validation_miss_bytes_ratio: f64,
+    /// Validation imbalance of the kept table.
+    pub validation_imbalance: f64,
+    /// Voting terms in the kept table.
+    pub voting_terms: u64,
+    /// Digest of the train queries (stable hash), to tie a table to its log.
+    pub log_digest: String,
+}

@@ -1,0 +1,245 @@
+//! The whole training job: aggregate the fit part of the train queries, build the term–query
+//! graph, partition it with METIS, turn the parts into votes, refine them by simulation with
+//! early stopping on a validation slice, and return the best table with its report. Every
+//! step is deterministic for a fixed seed.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use balancer::policy::PolicyParams;
+use cache_sim::eviction::EvictionKind;
+use cache_sim::sim::{SimConfig, Trace};
+use data::hash::{mix64, term_hash};
+use data::sizes::Sizes;
+use data::table::VotingTable;
+use std::sync::Arc;
+
+use crate::aggregate::aggregate;
+use crate::graph::{build_graph, GraphError};
+use crate::partition::{partition, PartitionError};
+use crate::refine::{refine, IterationRecord, RefineConfig};
+use crate::report::{GraphStats, StageTime, TrainReport};
+use crate::votes::TermVotes;
+
+/// What to train.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TrainConfig {
+    /// Replica count R.
+    pub replicas: usize,
+    /// Per-replica cache size as a fraction of the log's distinct postings bytes (recorded).
+    pub cache_frac: f64,
+    /// Per-replica cache capacity in bytes (the caller computes it from `cache_frac` the way
+    /// `ballot eval` does).
+    pub capacity_bytes: u64,
+    /// Eviction policy of the simulated caches.
+    pub eviction: EvictionKind,
+    /// Load-bound slack.
+    pub eps: f64,
+    /// Load window of the simulator, in queries.
+    pub window: usize,
+    /// Seed of METIS and of the simulator's random choices.
+    pub seed: u64,
+    /// Terms in fewer train queries than this are pruned.
+    pub min_term_freq: u32,
+    /// METIS imbalance tolerance in thousandths.
+    pub ufactor: i32,
+    /// Share of the train queries (the tail) held out for validation.
+    pub validation_frac: f64,
+    /// Refinement parameters.
+    pub refine: RefineConfig,
+}
+
+impl TrainConfig {
+    /// The standard setup for `replicas` and a capacity.
+    pub fn new(replicas: usize, cache_frac: f64, capacity_bytes: u64) -> Self {
+        TrainConfig {
+            replicas,
+            cache_frac,
+            capacity_bytes,
+            eviction: EvictionKind::Lru,
+            eps: 0.05,
+            window: cache_sim::sim::replay::DEFAULT_WINDOW,
+            seed: 1,
+            min_term_freq: 2,
+            ufactor: 30,
+            validation_frac: 0.1,
+            refine: RefineConfig::default(),
+        }
+    }
+}
+
+/// Why training failed.
+#[derive(Debug, thiserror::Error)]
+pub enum TrainError {
+    /// Bad configuration.
+    #[error("invalid training configuration: {0}")]
+    Config(String),
+    /// The graph could not be built.
+    #[error(transparent)]
+    Graph(#[from] GraphError),
+    /// METIS failed.
+    #[error(transparent)]
+    Partition(#[from] PartitionError),
+    /// Building or simulating a table failed.
+    #[error("refinement failed: {0}")]
+    Refine(String),
+}
+
+/// A trained table and its report.
+pub struct TrainOutput {
+    /// The voting table, metadata included.
+    pub table: VotingTable,
+    /// The report.
+    pub report: TrainReport,
+}
+
+/// Stable digest of a query sequence.
+pub fn digest<'a>(queries: impl IntoIterator<Item = &'a str>) -> String {
+    let d = queries
+        .into_iter()
+        .fold(0x9e37_79b9_7f4a_7c15u64, |acc, q| mix64(acc ^ term_hash(q)));
+    format!("{d:016x}")
+}
+
+/// Trains a table on `queries` (the train part, in evaluation order). `on_stage` hears
+/// each finished stage, `on_iteration` each refinement iteration.
+pub fn train(
+    queries: &[&str],
+    sizes: &Sizes,
+    cfg: &TrainConfig,
+    mut on_stage: impl FnMut(&StageTime),
+    on_iteration: impl FnMut(&IterationRecord),
+) -> Result<TrainOutput, TrainError> {
+    if cfg.replicas == 0 || cfg.replicas > balancer::load::MAX_REPLICAS {
+        return Err(TrainError::Config(format!(
+            "replicas must be in 1..={}",
+            balancer::load::MAX_REPLICAS
+        )));
+    }
+    if !(0.0..1.0).contains(&cfg.validation_frac) {
+        return Err(TrainError::Config(
+            "validation fraction must be in [0, 1)".into(),
+        ));
+    }
+    let replicas = u16::try_from(cfg.replicas).map_err(|e| TrainError::Config(e.to_string()))?;
+    let mut timings = Vec::new();
+    let mut stage = |name: &str, started: Instant| {
+        let t = StageTime {
+            stage: name.to_owned(),
+            seconds: started.elapsed().as_secs_f64(),
+        };
+        on_stage(&t);
+        timings.push(t);
+    };
+
+    let t0 = Instant::now();
+    let fit_len = ((queries.len() as f64) * (1.0 - cfg.validation_frac)).floor() as usize;
+    let trace = Trace::build(queries.iter().copied(), fit_len, sizes);
+    let agg = aggregate(&trace, fit_len, cfg.min_term_freq);
+    stage("aggregate", t0);
+
+    let t0 = Instant::now();
+    let graph = build_graph(&trace, &agg)?;
+    stage("graph", t0);
+
+    let t0 = Instant::now();
+    let parts = partition(&graph, cfg.replicas, cfg.ufactor, cfg.seed)?;
+    stage("partition", t0);
+
+    let t0 = Instant::now();
+    let initial = TermVotes::from_partition(&trace, &graph, &parts, replicas);
+    let sim = SimConfig {
+        replicas: cfg.replicas,
+        capacity_bytes: cfg.capacity_bytes,
+        eviction: cfg.eviction,
+        window: cfg.window,
+        seed: cfg.seed,
+    };
+    let params = PolicyParams {
+        eps: cfg.eps,
+        term_bytes: Arc::new(trace.term_bytes_map()),
+        ..PolicyParams::new(cfg.replicas)
+    };
+    stage("initial votes", t0);
+
+    let t0 = Instant::now();
+    let refined = refine(&trace, initial, &sim, &params, &cfg.refine, on_iteration)
+        .map_err(TrainError::Refine)?;
+    stage("refine", t0);
+
+    let mut part_load = vec![0f64; cfg.replicas];
+    for (qi, q) in agg.queries.iter().enumerate() {
+        part_load[parts.part[graph.term_ids.len() + qi] as usize] += f64::from(q.count);
+    }
+    let load_total: f64 = part_load.iter().sum();
+    let report = TrainReport {
+        replicas: cfg.replicas,
+        cache_frac: cfg.cache_frac,
+        capacity_bytes: cfg.capacity_bytes,
+        eviction: cfg.eviction.name().to_owned(),
+        eps: cfg.eps,
+        seed: cfg.seed,
+        fit_queries: fit_len as u64,
+        validation_queries: (queries.len() - fit_len) as u64,
+        prune: agg.prune.clone(),
+        graph: GraphStats {
+            term_vertices: graph.term_ids.len() as u64,
+            query_vertices: graph.queries as u64,
+            edges: graph.edges() as u64,
+            edge_cut: parts.edge_cut,
+            part_load_share: part_load
+                .iter()
+                .map(|l| {
+                    if load_total > 0.0 {
+                        l / load_total
+                    } else {
+                        0.0
+                    }
+                })
+                .collect(),
+        },
+        timings,
+        iterations: refined.history.clone(),
+        best_iteration: refined.best_iteration,
+        validation_miss_bytes_ratio: refined.best_result.miss_bytes_ratio,
+        validation_imbalance: refined.best_result.imbalance,
+        voting_terms: refined.best.voting_terms() as u64,
+        log_digest: digest(queries.iter().copied()),
+    };
+    let table = refined
+        .best
+        .to_table(&trace, metadata(&report))
+        .map_err(|e| TrainError::Refine(e.to_string()))?;
+    Ok(TrainOutput { table, report })
+}
+
+/// The table metadata summarizing `report` (keys `ballot.train.*`).
+fn metadata(report: &TrainReport) -> BTreeMap<String, String> {
+    let mut m = BTreeMap::new();
+    let mut put = |k: &str, v: String| {
+        m.insert(format!("ballot.train.{k}"), v);
+    };
+    put("cache_frac", report.cache_frac.to_string());
+    put("capacity_bytes", report.capacity_bytes.to_string());
+    put("eviction", report.eviction.clone());
+    put("eps", report.eps.to_string());
+    put("seed", report.seed.to_string());
+    put("iterations", report.iterations.len().to_string());
+    put("best_iteration", report.best_iteration.to_string());
+    put("log_digest", report.log_digest.clone());
+    put(
+        "validation_miss_bytes_ratio",
+        format!("{:.6}", report.validation_miss_bytes_ratio),
+    );
+    put(
+        "validation_imbalance",
+        format!("{:.6}", report.validation_imbalance),
+    );
+    for t in &report.timings {
+        put(
+            &format!("seconds.{}", t.stage.replace(' ', "_")),
+            format!("{:.3}", t.seconds),
+        );
+    }
+    m
+}

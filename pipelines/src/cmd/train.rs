@@ -1,0 +1,195 @@
+//! `ballot train`: learns a voting table from the train part of a log (the `learner`
+//! crate does the work) and writes it as Parquet, with an optional JSON report and an SVG
+//! chart of the miss bytes ratio per refinement iteration.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use cache_sim::eviction::EvictionKind;
+use cache_sim::sim::Trace;
+use clap::Args;
+use learner::refine::RefineConfig;
+use learner::{train, TrainConfig};
+
+use super::eval::write_json;
+use crate::chart::{line_chart, Series};
+use crate::inputs::{LogArgs, SizeArgs, SplitArgs};
+use crate::progress::Stage;
+
+/// Arguments of `ballot train`.
+#[derive(Args, Debug)]
+pub struct TrainArgs {
+    #[command(flatten)]
+    pub log: LogArgs,
+    #[command(flatten)]
+    pub sizes: SizeArgs,
+    #[command(flatten)]
+    pub split: SplitArgs,
+    /// Number of replicas R.
+    #[arg(long, default_value_t = 8)]
+    pub replicas: usize,
+    /// Per-replica cache size as a fraction of the log's distinct postings bytes.
+    #[arg(long, default_value_t = 0.05)]
+    pub cache_frac: f64,
+    /// Eviction policy of the simulated caches.
+    #[arg(long, default_value = "lru")]
+    pub eviction: EvictionKind,
+    /// Load-bound slack.
+    #[arg(long, default_value_t = 0.05)]
+    pub eps: f64,
+    /// Refinement iterations after the initial table.
+    #[arg(long, default_value_t = RefineConfig::default().iterations)]
+    pub iterations: usize,
+    /// Seed of METIS and of simulated random choices.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Terms in fewer train queries than this abstain.
+    #[arg(long, default_value_t = 2)]
+    pub min_term_freq: u32,
+    /// METIS imbalance tolerance in thousandths.
+    #[arg(long, default_value_t = 30)]
+    pub ufactor: i32,
+    /// Relative request advantage a replica needs before a term's home moves there.
+    #[arg(long, default_value_t = RefineConfig::default().move_margin)]
+    pub move_margin: f64,
+    /// Exponent of the per-replica load-price update.
+    #[arg(long, default_value_t = RefineConfig::default().price_step)]
+    pub price_step: f64,
+    /// Weight factor of secondary votes for replicas where a term also hits (0 = off).
+    #[arg(long, default_value_t = RefineConfig::default().secondary)]
+    pub secondary: f64,
+    /// Exponent on the observed hit rate in vote weights (1 = expected saved bytes).
+    #[arg(long, default_value_t = RefineConfig::default().hit_exponent)]
+    pub hit_exponent: f64,
+    /// Stop refining after this many iterations without a validation improvement.
+    #[arg(long, default_value_t = RefineConfig::default().patience)]
+    pub patience: usize,
+    /// Share of the train part held out for early stopping.
+    #[arg(long, default_value_t = 0.1)]
+    pub validation_frac: f64,
+    /// Output voting table (Parquet).
+    #[arg(short, long)]
+    pub output: PathBuf,
+    /// Write the training report as JSON here.
+    #[arg(long)]
+    pub report: Option<PathBuf>,
+    /// Draw miss bytes ratio per iteration as SVG here.
+    #[arg(long)]
+    pub svg: Option<PathBuf>,
+}
+
+/// Runs `ballot train`.
+pub fn run(args: &TrainArgs) -> Result<()> {
+    if args.cache_frac.is_nan() || args.cache_frac <= 0.0 || args.cache_frac > 1.0 {
+        bail!("--cache-frac {} is not in (0, 1]", args.cache_frac);
+    }
+    let stage = Stage::start("reading log");
+    let dataset = args.log.load()?;
+    stage.finish(&format!(
+        "{} queries from {}",
+        dataset.queries.len(),
+        dataset.label
+    ));
+    if let Some(s) = &dataset.read_summary {
+        eprintln!("{s}");
+    }
+    let sizes = args.sizes.load(&dataset)?;
+    let order = args.split.apply(&dataset)?;
+    // Capacity exactly as `ballot eval` defines it: a fraction of the distinct postings
+    // bytes of the whole log.
+    let full = Trace::build(dataset.ordered(&order), order.train_len, &sizes);
+    let capacity = full.capacity_for(args.cache_frac);
+    drop(full);
+    let train_queries: Vec<&str> = order
+        .train()
+        .iter()
+        .map(|&i| dataset.queries[i as usize].as_str())
+        .collect();
+    let cfg = TrainConfig {
+        eviction: args.eviction,
+        eps: args.eps,
+        seed: args.seed,
+        min_term_freq: args.min_term_freq,
+        ufactor: args.ufactor,
+        validation_frac: args.validation_frac,
+        refine: RefineConfig {
+            iterations: args.iterations,
+            patience: args.patience,
+            move_margin: args.move_margin,
+            price_step: args.price_step,
+            secondary: args.secondary,
+            hit_exponent: args.hit_exponent,
+            ..RefineConfig::default()
+        },
+        ..TrainConfig::new(args.replicas, args.cache_frac, capacity)
+    };
+    eprintln!(
+        "training on {} queries: R = {}, capacity {} bytes per replica",
+        train_queries.len(),
+        args.replicas,
+        capacity
+    );
+    let out = train(
+        &train_queries,
+        &sizes,
+        &cfg,
+        |t| eprintln!("{}: {:.1}s", t.stage, t.seconds),
+        |it| {
+            eprintln!(
+                "iteration {}: train {:.4}, validation {:.4}, imbalance {:.3}, overflow {:.3}, moved {}",
+                it.iteration,
+                it.train_miss_bytes_ratio,
+                it.validation_miss_bytes_ratio,
+                it.validation_imbalance,
+                it.validation_overflow,
+                it.moved_terms
+            )
+        },
+    )?;
+    out.table
+        .write_parquet(&args.output)
+        .context("writing the voting table")?;
+    let r = &out.report;
+    println!(
+        "wrote {} ({} voting terms, {} rows): best iteration {}, validation miss bytes ratio {:.4}, imbalance {:.3}",
+        args.output.display(),
+        r.voting_terms,
+        out.table.rows.len(),
+        r.best_iteration,
+        r.validation_miss_bytes_ratio,
+        r.validation_imbalance
+    );
+    if let Some(path) = &args.report {
+        write_json(path, &serde_json::to_value(r)?)?;
+    }
+    if let Some(path) = &args.svg {
+        let mut series = vec![
+            Series {
+                name: "train (fit part)".into(),
+                points: r
+                    .iterations
+                    .iter()
+                    .map(|i| (i.iteration as f64, i.train_miss_bytes_ratio))
+                    .collect(),
+                dashed: false,
+            },
+            Series {
+                name: "validation".into(),
+                points: r
+                    .iterations
+                    .iter()
+                    .map(|i| (i.iteration as f64, i.validation_miss_bytes_ratio))
+                    .collect(),
+                dashed: false,
+            },
+        ];
+        line_chart(
+            path,
+            "Training: miss bytes ratio per refinement iteration",
+            "iteration (0 = METIS table)",
+            "miss bytes ratio",
+            &mut series,
+        )?;
+    }
+    Ok(())
+}

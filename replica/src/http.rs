@@ -1,0 +1,329 @@
+//! The replica's HTTP API (axum 0.8): `GET /search`, `/healthz`, `/metrics`, `/stats`.
+//!
+//! Query evaluation blocks (flash reads, emulated bandwidth), so each search runs on tokio's
+//! blocking pool and the async workers only parse, admit and serialize. Admission control is
+//! load shedding in the style of Google's SRE book ("Handling overload"): past
+//! `max_inflight` concurrent searches a request is refused at once with 503 rather than
+//! queued, so a balancer can retry elsewhere while latency stays bounded. The query string
+//! is decoded by hand so every malformed input gets its own 400 with a JSON error.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::extract::{RawQuery, State};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use metrics_exporter_prometheus::PrometheusHandle;
+use serde::Serialize;
+use serde_json::json;
+
+use crate::metrics::StatsSnapshot;
+use crate::query::{CacheCounts, Engine, QueryError, MAX_K, MAX_QUERY_BYTES};
+
+/// Serving state reported by `/healthz`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Health {
+    /// Not yet serving (503).
+    Starting = 0,
+    /// Serving (200).
+    Serving = 1,
+    /// Shutting down, finishing in-flight requests (503).
+    Draining = 2,
+}
+
+/// Everything a handler needs.
+pub struct AppState {
+    /// The search engine.
+    pub engine: Arc<Engine>,
+    /// This replica's name, echoed in every answer.
+    pub replica: String,
+    /// Concurrent searches admitted before shedding.
+    pub max_inflight: u64,
+    /// Prometheus rendering, when a recorder is installed.
+    pub prometheus: Option<PrometheusHandle>,
+    health: AtomicU8,
+}
+
+impl AppState {
+    /// A state in [`Health::Starting`].
+    pub fn new(
+        engine: Arc<Engine>,
+        replica: String,
+        max_inflight: u64,
+        prometheus: Option<PrometheusHandle>,
+    ) -> Self {
+        AppState {
+            engine,
+            replica,
+            max_inflight,
+            prometheus,
+            health: AtomicU8::new(Health::Starting as u8),
+        }
+    }
+
+    /// Sets the health reported by `/healthz`.
+    pub fn set_health(&self, h: Health) {
+        self.health.store(h as u8, Ordering::SeqCst);
+    }
+
+    fn health(&self) -> Health {
+        match self.health.load(Ordering::SeqCst) {
+            1 => Health::Serving,
+            2 => Health::Draining,
+            _ => Health::Starting,
+        }
+    }
+
+    fn snapshot(&self) -> StatsSnapshot {
+        let cache = &self.engine.cache;
+        self.engine
+            .stats
+            .snapshot(cache.used_bytes(), cache.capacity())
+    }
+}
+
+/// The router.
+pub fn router(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route("/search", get(search))
+        .route("/healthz", get(healthz))
+        .route("/metrics", get(prometheus))
+        .route("/stats", get(stats))
+        .with_state(state)
+}
+
+/// Serves on `listener` until `shutdown` resolves, then stops accepting and waits for the
+/// requests in flight.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: Arc<AppState>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let app = router(state.clone());
+    state.set_health(Health::Serving);
+    let drain_state = state.clone();
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move {
+            shutdown.await;
+            drain_state.set_health(Health::Draining);
+        })
+        .await
+}
+
+fn error(status: StatusCode, msg: impl Into<String>) -> Response {
+    let msg = msg.into();
+    (
+        status,
+        Json(json!({ "error": msg, "status": status.as_u16() })),
+    )
+        .into_response()
+}
+
+#[derive(Serialize)]
+struct SearchResponse<'a> {
+    query: String,
+    terms: Vec<String>,
+    total_hits: u64,
+    doc_ids: Vec<u32>,
+    cache: CacheCounts,
+    took_us: u64,
+    replica: &'a str,
+}
+
+/// `q` and `k` from a raw query string, or the reason they are invalid.
+fn parse_params(raw: Option<&str>) -> Result<(String, usize), String> {
+    let mut q = None;
+    let mut k = None;
+    for pair in raw.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        match key {
+            "q" if q.is_none() => {
+                // Refuse before decoding anything huge (encoding at most triples a byte).
+                if value.len() > 3 * MAX_QUERY_BYTES {
+                    return Err(format!("q exceeds {MAX_QUERY_BYTES} bytes"));
+                }
+                q = Some(percent_decode(value).map_err(|e| format!("q: {e}"))?);
+            }
+            "k" if k.is_none() => {
+                let v = percent_decode(value).map_err(|e| format!("k: {e}"))?;
+                let n: usize = v
+                    .parse()
+                    .map_err(|_| format!("k must be a number from 0 to {MAX_K}, got {v:?}"))?;
+                if n > MAX_K {
+                    return Err(format!("k must be at most {MAX_K}, got {n}"));
+                }
+                k = Some(n);
+            }
+            _ => {}
+        }
+    }
+    let q = q.ok_or("missing parameter q")?;
+    if q.trim().is_empty() {
+        return Err("q is empty".into());
+    }
+    if q.len() > MAX_QUERY_BYTES {
+        return Err(format!(
+            "q is {} bytes; at most {MAX_QUERY_BYTES} are accepted",
+            q.len()
+        ));
+    }
+    Ok((q, k.unwrap_or(10)))
+}
+
+/// Decodes `application/x-www-form-urlencoded` text (`+` is a space), strictly: a `%` not
+/// followed by two hex digits, or bytes that are not UTF-8, are errors.
+pub fn percent_decode(s: &str) -> Result<String, String> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'+' => out.push(b' '),
+            b'%' => {
+                let hex = |c: u8| (c as char).to_digit(16);
+                match (
+                    b.get(i + 1).and_then(|&c| hex(c)),
+                    b.get(i + 2).and_then(|&c| hex(c)),
+                ) {
+                    (Some(h), Some(l)) => out.push((h * 16 + l) as u8),
+                    _ => return Err(format!("invalid percent-encoding at byte {i}")),
+                }
+                i += 2;
+            }
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    String::from_utf8(out).map_err(|_| "not valid UTF-8 after percent-decoding".into())
+}
+
+/// Releases an admission slot when the blocking search ends (even if the client left).
+struct Admitted(Arc<Engine>);
+
+impl Drop for Admitted {
+    fn drop(&mut self) {
+        self.0.stats.leave();
+    }
+}
+
+async fn search(State(state): State<Arc<AppState>>, RawQuery(raw): RawQuery) -> Response {
+    let start = Instant::now();
+    let stats = &state.engine.stats;
+    let (q, k) = match parse_params(raw.as_deref()) {
+        Ok(p) => p,
+        Err(msg) => {
+            stats.error("bad_request");
+            return error(StatusCode::BAD_REQUEST, msg);
+        }
+    };
+    if !stats.enter(state.max_inflight) {
+        stats.shed();
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("overloaded: {} searches in flight", state.max_inflight),
+        );
+    }
+    stats.query();
+    let guard = Admitted(state.engine.clone());
+    let engine = state.engine.clone();
+    let query = q.clone();
+    let result = tokio::task::spawn_blocking(move || {
+        let _guard = guard;
+        engine.search(&query, k)
+    })
+    .await;
+    match result {
+        Ok(Ok(a)) => Json(SearchResponse {
+            query: q,
+            terms: a.terms,
+            total_hits: a.total_hits,
+            doc_ids: a.doc_ids,
+            cache: a.cache,
+            took_us: start.elapsed().as_micros() as u64,
+            replica: &state.replica,
+        })
+        .into_response(),
+        Ok(Err(QueryError::BadRequest(msg))) => {
+            stats.error("bad_request");
+            error(StatusCode::BAD_REQUEST, msg)
+        }
+        Ok(Err(e @ QueryError::Unavailable(_))) => {
+            stats.error("unavailable");
+            error(StatusCode::SERVICE_UNAVAILABLE, e.to_string())
+        }
+        Err(e) => {
+            stats.error("internal");
+            error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("search failed: {e}"),
+            )
+        }
+    }
+}
+
+async fn healthz(State(state): State<Arc<AppState>>) -> Response {
+    match state.health() {
+        Health::Serving => (StatusCode::OK, "ok\n").into_response(),
+        Health::Starting => (StatusCode::SERVICE_UNAVAILABLE, "starting\n").into_response(),
+        Health::Draining => (StatusCode::SERVICE_UNAVAILABLE, "draining\n").into_response(),
+    }
+}
+
+async fn prometheus(State(state): State<Arc<AppState>>) -> Response {
+    match &state.prometheus {
+        Some(handle) => {
+            state
+                .engine
+                .stats
+                .cache_bytes(state.engine.cache.used_bytes());
+            (
+                [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+                handle.render(),
+            )
+                .into_response()
+        }
+        None => error(StatusCode::NOT_FOUND, "no metrics recorder installed"),
+    }
+}
+
+async fn stats(State(state): State<Arc<AppState>>) -> Response {
+    let snap = state.snapshot();
+    let mut v = serde_json::to_value(&snap).unwrap_or_else(|_| json!({}));
+    if let Some(obj) = v.as_object_mut() {
+        obj.insert("replica".into(), json!(state.replica));
+        obj.insert("eviction".into(), json!(state.engine.cache.kind().name()));
+        obj.insert(
+            "io_mode".into(),
+            json!(state.engine.store.mode().to_string()),
+        );
+    }
+    Json(v).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn params_are_validated() {
+        assert_eq!(parse_params(Some("q=a+b%20c&k=3")), Ok(("a b c".into(), 3)));
+        assert_eq!(parse_params(Some("q=x")), Ok(("x".into(), 10)));
+        assert!(parse_params(None).unwrap_err().contains("missing"));
+        assert!(parse_params(Some("q=")).unwrap_err().contains("empty"));
+        assert!(parse_params(Some("q=%zz")).unwrap_err().contains("percent"));
+        assert!(parse_params(Some("q=%e9")).unwrap_err().contains("UTF-8"));
+        assert!(parse_params(Some("q=a&k=x"))
+            .unwrap_err()
+            .contains("number"));
+        assert!(parse_params(Some("q=a&k=1001"))
+            .unwrap_err()
+            .contains("at most"));
+        let long = format!("q={}", "a".repeat(MAX_QUERY_BYTES + 1));
+        assert!(parse_params(Some(&long)).unwrap_err().contains("bytes"));
+    }
+}

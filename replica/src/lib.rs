@@ -1,0 +1,19 @@
+//! `replica`: one search replica of ballot. Postings lists live on flash ([`store`], in the
+//! format of [`index`]), a byte-capacity RAM cache fronts them with the same eviction code as
+//! the simulator ([`cache`]), holding them compressed with skip tables ([`postings`]), queries are conjunctive intersections ([`query`]), and an
+//! axum HTTP API serves them with Prometheus and JSON counters ([`http`], [`metrics`]).
+//!
+//! The layering follows the classic search-engine caching study (Baeza-Yates et al.,
+//! "The impact of caching on search engines", SIGIR 2007): a posting-list cache whose misses
+//! cost flash bandwidth, which is what cache-aware routing (Archer et al., PVLDB 2019) saves.
+
+pub mod cache;
+pub mod http;
+pub mod index;
+pub mod metrics;
+pub mod postings;
+pub mod query;
+pub mod store;
+
+pub use index::build::{build_index, doc_ids, BuildSummary};
+pub use index::format::IndexError;

@@ -1,0 +1,163 @@
+//! Query evaluation: tokenize (the shared `data` tokenizer, so the replica, balancer and
+//! simulator agree on terms), fetch each term's list through the RAM cache, intersect.
+//!
+//! Conjunctive (AND) semantics. Lists are intersected document-at-a-time from the shortest:
+//! each candidate is located in the longer lists by skipping whole blocks through their
+//! skip tables ([`crate::postings::intersect`]; the skip-based intersection of Culpepper &
+//! Moffat, "Efficient set intersection for inverted indexing", TOIS 2010), so the cost
+//! follows the short list, not the long ones, and no list is ever fully decompressed. Every known term is looked up even when another term is unknown (and the
+//! answer is then empty), so the cache sees the same accesses as the simulator's replay.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use data::tokenizer::Tokens;
+use serde::Serialize;
+
+use crate::cache::{FetchError, Outcome, RamCache};
+use crate::metrics::Stats;
+use crate::postings::{intersect, Postings};
+use crate::store::FlashStore;
+
+/// Longest accepted query, in bytes (after percent-decoding).
+pub const MAX_QUERY_BYTES: usize = 4096;
+/// Most distinct terms accepted in a query.
+pub const MAX_QUERY_TERMS: usize = data::tokenizer::MAX_TERMS;
+/// Largest accepted `k`.
+pub const MAX_K: usize = 1000;
+
+/// Why a query was not answered.
+#[derive(Debug, thiserror::Error)]
+pub enum QueryError {
+    /// The request is invalid (HTTP 400).
+    #[error("{0}")]
+    BadRequest(String),
+    /// A list could not be read (HTTP 503).
+    #[error("postings unavailable: {0}")]
+    Unavailable(#[from] FetchError),
+}
+
+/// This query's cache accesses.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct CacheCounts {
+    /// Lookups served from RAM (coalesced ones included).
+    pub hits: u64,
+    /// Lookups read from flash.
+    pub misses: u64,
+    /// Stored bytes of the hits.
+    pub hit_bytes: u64,
+    /// Stored bytes of the misses.
+    pub miss_bytes: u64,
+}
+
+/// A query's answer.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Answer {
+    /// The query's terms, in order of first appearance.
+    pub terms: Vec<String>,
+    /// Documents containing every term.
+    pub total_hits: u64,
+    /// The first `k` of them, in doc-id order.
+    pub doc_ids: Vec<u32>,
+    /// Cache accesses.
+    pub cache: CacheCounts,
+}
+
+/// The store, its cache and the counters.
+#[derive(Debug)]
+pub struct Engine {
+    /// The postings on flash.
+    pub store: FlashStore,
+    /// The RAM cache in front of it.
+    pub cache: RamCache,
+    /// Counters.
+    pub stats: Stats,
+}
+
+impl Engine {
+    /// Assembles an engine.
+    pub fn new(store: FlashStore, cache: RamCache) -> Self {
+        Engine {
+            store,
+            cache,
+            stats: Stats::default(),
+        }
+    }
+
+    /// Evaluates `query`, returning up to `k` doc ids. Blocks on flash reads.
+    pub fn search(&self, query: &str, k: usize) -> Result<Answer, QueryError> {
+        let start = Instant::now();
+        let result = self.search_inner(query, k);
+        self.stats.query_latency(start.elapsed().as_secs_f64());
+        result
+    }
+
+    fn search_inner(&self, query: &str, k: usize) -> Result<Answer, QueryError> {
+        if query.len() > MAX_QUERY_BYTES {
+            return Err(QueryError::BadRequest(format!(
+                "q is {} bytes; at most {MAX_QUERY_BYTES} are accepted",
+                query.len()
+            )));
+        }
+        if k > MAX_K {
+            return Err(QueryError::BadRequest(format!("k must be at most {MAX_K}")));
+        }
+        let mut tokens = Tokens::new();
+        tokens.tokenize(query);
+        if tokens.truncated() {
+            return Err(QueryError::BadRequest(format!(
+                "q has more than {MAX_QUERY_TERMS} distinct terms"
+            )));
+        }
+        if tokens.is_empty() {
+            return Err(QueryError::BadRequest("q has no terms".into()));
+        }
+        let terms: Vec<String> = tokens.iter().map(str::to_owned).collect();
+        let mut lists: Vec<Arc<Postings>> = Vec::with_capacity(terms.len());
+        let mut counts = CacheCounts::default();
+        let mut any_unknown = false;
+        let mut failure = None;
+        for term in &terms {
+            let Some(id) = self.store.directory().id(term) else {
+                self.stats.unknown_term();
+                any_unknown = true;
+                continue;
+            };
+            match self.cache.get(&self.store, id) {
+                Ok(f) => {
+                    self.stats.lookup(f.outcome, f.bytes, f.read_secs);
+                    if f.outcome == Outcome::Miss {
+                        counts.misses += 1;
+                        counts.miss_bytes += f.bytes;
+                    } else {
+                        counts.hits += 1;
+                        counts.hit_bytes += f.bytes;
+                    }
+                    lists.push(f.list);
+                }
+                Err(e) => {
+                    if e.is_corrupt() {
+                        self.stats.corrupt();
+                    }
+                    failure.get_or_insert(e);
+                }
+            }
+        }
+        self.stats.cache_bytes(self.cache.used_bytes());
+        if let Some(e) = failure {
+            return Err(QueryError::Unavailable(e));
+        }
+        let (total_hits, doc_ids) = if any_unknown {
+            (0, Vec::new())
+        } else {
+            let refs: Vec<&Postings> = lists.iter().map(|l| &**l).collect();
+            intersect(&refs, k)
+        };
+        Ok(Answer {
+            terms,
+            total_hits,
+            doc_ids,
+            cache: counts,
+        })
+    }
+}

@@ -1,0 +1,454 @@
+//! Integration tests of the `replica` binary over loopback HTTP: an index is built in a
+//! temporary directory with the library, the real binary is started on `127.0.0.1:0`, its
+//! port read from stdout, and a tiny HTTP/1.1 client talks to it. Every wait is bounded.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use cache_sim::eviction::{new_cache, EvictionKind};
+use serde_json::Value;
+
+const TIMEOUT: Duration = Duration::from_secs(20);
+const DOCS: u32 = 20_000;
+
+/// A small index: 60 terms `t00..t59` of varied df, plus `common` in every other doc.
+fn build(dir: &Path) -> PathBuf {
+    let idx = dir.join("idx");
+    let mut terms: Vec<(String, u64)> = (0..60)
+        .map(|i| (format!("t{i:02}"), 50 + (i * 977) % 6000))
+        .collect();
+    terms.push(("common".into(), u64::from(DOCS / 2)));
+    replica::build_index(&idx, DOCS, terms).expect("build index");
+    idx
+}
+
+struct Server {
+    child: Child,
+    addr: SocketAddr,
+    stdout: mpsc::Receiver<String>,
+}
+
+impl Server {
+    fn start(index: &Path, extra: &[&str]) -> Server {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_replica"))
+            .arg("--index")
+            .arg(index)
+            .args(["--listen", "127.0.0.1:0", "--id", "r-test"])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn replica");
+        let out = child.stdout.take().expect("stdout");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let deadline = Instant::now() + TIMEOUT;
+        let mut seen = Vec::new();
+        let addr = loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(line) => {
+                    if let Some(a) = line.strip_prefix("listening on ") {
+                        break a.parse().expect("address");
+                    }
+                    seen.push(line);
+                }
+                Err(_) => {
+                    let _ = child.kill();
+                    panic!("replica did not print its address; stdout so far: {seen:?}");
+                }
+            }
+        };
+        assert!(
+            seen.iter().any(|l| l.starts_with("io mode: ")),
+            "no io mode line in {seen:?}"
+        );
+        Server {
+            child,
+            addr,
+            stdout: rx,
+        }
+    }
+
+    fn get(&self, path: &str) -> (u16, String) {
+        http_get(self.addr, path)
+    }
+
+    fn json(&self, path: &str) -> (u16, Value) {
+        let (status, body) = self.get(path);
+        let v = serde_json::from_str(&body)
+            .unwrap_or_else(|e| panic!("{path}: body is not JSON ({e}): {body}"));
+        (status, v)
+    }
+
+    fn stats(&self) -> Value {
+        let (status, v) = self.json("/stats");
+        assert_eq!(status, 200);
+        v
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One GET over a fresh connection (`Connection: close`), with timeouts.
+fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
+    let mut s = TcpStream::connect_timeout(&addr, TIMEOUT).expect("connect");
+    s.set_read_timeout(Some(TIMEOUT)).unwrap();
+    s.set_write_timeout(Some(TIMEOUT)).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).expect("read response");
+    let text = String::from_utf8(raw).expect("utf-8 response");
+    let (head, body) = text.split_once("\r\n\r\n").expect("header end");
+    let status: u16 = head
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .expect("status code");
+    let chunked = head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked");
+    let body = if chunked {
+        dechunk(body)
+    } else {
+        body.to_owned()
+    };
+    (status, body)
+}
+
+fn dechunk(mut body: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = body.split_once("\r\n") {
+        let n = usize::from_str_radix(size.trim(), 16).expect("chunk size");
+        if n == 0 {
+            break;
+        }
+        out.push_str(&rest[..n]);
+        body = &rest[n + 2..];
+    }
+    out
+}
+
+fn u(v: &Value, key: &str) -> u64 {
+    v[key]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{key} missing in {v}"))
+}
+
+#[test]
+fn same_query_twice_hits_and_unknown_terms_are_empty() {
+    let tmp = tempfile::tempdir().unwrap();
+    let idx = build(tmp.path());
+    let srv = Server::start(&idx, &["--cache-bytes", "10000000"]);
+    assert_eq!(srv.get("/healthz").0, 200);
+
+    let (status, first) = srv.json("/search?q=T03+common&k=5");
+    assert_eq!(status, 200, "{first}");
+    assert_eq!(first["terms"], serde_json::json!(["t03", "common"]));
+    assert_eq!(first["replica"], "r-test");
+    assert_eq!(u(&first["cache"], "misses"), 2);
+    assert_eq!(u(&first["cache"], "hits"), 0);
+    // The answer is the true intersection of the generated lists.
+    let a: Vec<u32> = replica::doc_ids("t03", 50 + 3 * 977, DOCS).collect();
+    let b: Vec<u32> = replica::doc_ids("common", DOCS / 2, DOCS).collect();
+    let both: Vec<u32> = a
+        .iter()
+        .copied()
+        .filter(|d| b.binary_search(d).is_ok())
+        .collect();
+    assert_eq!(u(&first, "total_hits"), both.len() as u64);
+    let ids: Vec<u64> = first["doc_ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d.as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        ids,
+        both[..5].iter().map(|&d| u64::from(d)).collect::<Vec<_>>()
+    );
+
+    let flash_before = u(&srv.stats(), "flash_bytes");
+    let (status, second) = srv.json("/search?q=T03+common&k=5");
+    assert_eq!(status, 200);
+    assert_eq!(u(&second["cache"], "hits"), 2);
+    assert_eq!(u(&second["cache"], "misses"), 0);
+    assert_eq!(u(&second["cache"], "miss_bytes"), 0);
+    assert_eq!(
+        u(&second["cache"], "hit_bytes"),
+        u(&first["cache"], "miss_bytes")
+    );
+    assert_eq!(second["total_hits"], first["total_hits"]);
+    let stats = srv.stats();
+    assert_eq!(
+        u(&stats, "flash_bytes"),
+        flash_before,
+        "second query read flash"
+    );
+    assert_eq!(u(&stats, "queries"), 2);
+    assert_eq!(u(&stats, "lookups"), 4);
+    for key in [
+        "hits",
+        "misses",
+        "hit_bytes",
+        "miss_bytes",
+        "cache_bytes",
+        "inflight",
+        "errors",
+    ] {
+        assert!(stats.get(key).is_some(), "/stats lacks {key}: {stats}");
+    }
+
+    let (status, unknown) = srv.json("/search?q=zzzunknown+t03");
+    assert_eq!(status, 200, "{unknown}");
+    assert_eq!(u(&unknown, "total_hits"), 0);
+    assert_eq!(unknown["doc_ids"], serde_json::json!([]));
+
+    let (status, metrics) = srv.get("/metrics");
+    assert_eq!(status, 200);
+    for name in [
+        "replica_queries_total",
+        "replica_term_lookups_total",
+        "replica_cache_hits_total",
+        "replica_cache_misses_total",
+        "replica_cache_hit_bytes_total",
+        "replica_cache_miss_bytes_total",
+        "replica_flash_bytes_read_total",
+        "replica_flash_read_seconds_bucket",
+        "replica_query_seconds_bucket",
+        "replica_cache_bytes",
+        "replica_inflight_queries",
+    ] {
+        assert!(metrics.contains(name), "/metrics lacks {name}:\n{metrics}");
+    }
+}
+
+#[test]
+fn small_cache_evicts_like_the_simulator() {
+    let tmp = tempfile::tempdir().unwrap();
+    let idx = build(tmp.path());
+    let dir = replica::index::open_directory(&idx).unwrap();
+    let size = |t: &str| u64::from(dir.entry(dir.id(t).unwrap()).unwrap().len);
+    let total: u64 = (0..60).map(|i| size(&format!("t{i:02}"))).sum();
+    let capacity = total / 5;
+    // A skewed sequence of one- and two-term queries.
+    let mut rng = data::rng::Rng::new(11);
+    let queries: Vec<Vec<String>> = (0..300)
+        .map(|_| {
+            let pick = |rng: &mut data::rng::Rng| {
+                let r = rng.below(100);
+                format!("t{:02}", if r < 60 { r % 6 } else { r % 60 })
+            };
+            let a = pick(&mut rng);
+            let b = pick(&mut rng);
+            if rng.below(3) == 0 && a != b {
+                vec![a, b]
+            } else {
+                vec![a]
+            }
+        })
+        .collect();
+    for kind in EvictionKind::ALL {
+        let srv = Server::start(
+            &idx,
+            &[
+                "--cache-bytes",
+                &capacity.to_string(),
+                "--eviction",
+                kind.name(),
+            ],
+        );
+        let mut sim = new_cache(kind, capacity);
+        let (mut hits, mut hit_bytes, mut miss_bytes) = (0u64, 0u64, 0u64);
+        for q in &queries {
+            for t in q {
+                let id = dir.id(t).unwrap();
+                if sim.access(id, size(t)) {
+                    hits += 1;
+                    hit_bytes += size(t);
+                } else {
+                    miss_bytes += size(t);
+                }
+            }
+            let (status, v) = srv.json(&format!("/search?q={}", q.join("+")));
+            assert_eq!(status, 200, "{v}");
+        }
+        let stats = srv.stats();
+        let lookups: u64 = queries.iter().map(|q| q.len() as u64).sum();
+        assert_eq!(u(&stats, "hits"), hits, "{kind}: {stats}");
+        assert_eq!(u(&stats, "misses"), lookups - hits, "{kind}");
+        assert_eq!(u(&stats, "hit_bytes"), hit_bytes, "{kind}");
+        assert_eq!(u(&stats, "miss_bytes"), miss_bytes, "{kind}");
+        assert_eq!(u(&stats, "flash_bytes"), miss_bytes, "{kind}");
+        assert_eq!(u(&stats, "cache_bytes"), sim.used_bytes(), "{kind}");
+        assert!(u(&stats, "cache_bytes") <= capacity);
+        assert!(hits > 0 && hits < lookups, "{kind}: degenerate trace");
+    }
+}
+
+#[test]
+fn bad_input_gets_400_with_a_json_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let idx = build(tmp.path());
+    let srv = Server::start(&idx, &["--cache-bytes", "1000000"]);
+    let bad = |path: &str, needle: &str| {
+        let (status, v) = srv.json(path);
+        assert_eq!(status, 400, "{path}: {v}");
+        let msg = v["error"].as_str().unwrap_or_else(|| panic!("{path}: {v}"));
+        assert!(msg.contains(needle), "{path}: {msg:?} lacks {needle:?}");
+    };
+    bad("/search", "missing");
+    bad("/search?k=3", "missing");
+    bad("/search?q=", "empty");
+    bad("/search?q=+++", "empty");
+    bad(&format!("/search?q={}", "a".repeat(4097)), "bytes");
+    let many: Vec<String> = (0..33).map(|i| format!("w{i}")).collect();
+    bad(&format!("/search?q={}", many.join("+")), "terms");
+    bad("/search?q=t01%zz", "percent");
+    bad("/search?q=t01%", "percent");
+    bad("/search?q=t01&k=ten", "number");
+    bad("/search?q=t01&k=-1", "number");
+    bad("/search?q=t01&k=1001", "at most");
+    // The boundaries are accepted.
+    let (status, _) = srv.json(&format!("/search?q={}", many[..32].join("+")));
+    assert_eq!(status, 200);
+    let (status, _) = srv.json("/search?q=t01&k=1000");
+    assert_eq!(status, 200);
+    assert_eq!(u(&srv.stats(), "errors"), 11);
+}
+
+#[test]
+fn corrupt_list_fails_its_query_only() {
+    let tmp = tempfile::tempdir().unwrap();
+    let idx = build(tmp.path());
+    let dir = replica::index::open_directory(&idx).unwrap();
+    let e = *dir.entry(dir.id("t07").unwrap()).unwrap();
+    let path = idx.join("postings.bin");
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[e.offset as usize + e.len as usize / 2] ^= 0x5a;
+    std::fs::write(&path, bytes).unwrap();
+
+    let srv = Server::start(&idx, &["--cache-bytes", "1000000"]);
+    for _ in 0..2 {
+        let (status, v) = srv.json("/search?q=t07+t08");
+        assert_eq!(status, 503, "{v}");
+        assert!(v["error"].as_str().unwrap().contains("corrupt"), "{v}");
+    }
+    let (status, v) = srv.json("/search?q=t08");
+    assert_eq!(status, 200, "{v}");
+    assert!(u(&v, "total_hits") > 0);
+    assert_eq!(u(&srv.stats(), "corrupt_lists"), 2);
+    let (_, metrics) = srv.get("/metrics");
+    assert!(
+        metrics.contains("replica_corrupt_lists_total 2"),
+        "{metrics}"
+    );
+    assert_eq!(srv.get("/healthz").0, 200);
+}
+
+#[test]
+fn missing_or_truncated_index_is_a_named_startup_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = |index: &Path| {
+        let out = Command::new(env!("CARGO_BIN_EXE_replica"))
+            .arg("--index")
+            .arg(index)
+            .args(["--listen", "127.0.0.1:0", "--cache-bytes", "1000"])
+            .output()
+            .expect("run replica");
+        assert!(!out.status.success());
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let err = run(&tmp.path().join("nope"));
+    assert!(err.contains("manifest.json"), "{err}");
+
+    let idx = build(tmp.path());
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(idx.join("postings.bin"))
+        .unwrap();
+    let len = f.metadata().unwrap().len();
+    f.set_len(len - 1).unwrap();
+    let err = run(&idx);
+    assert!(
+        err.contains("postings.bin") && err.contains("truncated"),
+        "{err}"
+    );
+
+    let tmp2 = tempfile::tempdir().unwrap();
+    let idx2 = build(tmp2.path());
+    std::fs::remove_file(idx2.join("terms.bin")).unwrap();
+    let err = run(&idx2);
+    assert!(err.contains("terms.bin"), "{err}");
+}
+
+#[test]
+fn overload_is_shed_and_sigterm_drains() {
+    let tmp = tempfile::tempdir().unwrap();
+    let idx = build(tmp.path());
+    let srv = Server::start(
+        &idx,
+        &[
+            "--cache-bytes",
+            "1000000",
+            "--max-inflight",
+            "1",
+            "--flash-latency-us",
+            "600000",
+        ],
+    );
+    let addr = srv.addr;
+    let slow = std::thread::spawn(move || http_get(addr, "/search?q=t10"));
+    // Wait until the slow search is admitted.
+    let deadline = Instant::now() + TIMEOUT;
+    while u(&srv.stats(), "inflight") == 0 {
+        assert!(Instant::now() < deadline, "slow search never admitted");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let (status, v) = srv.json("/search?q=t11");
+    assert_eq!(status, 503, "{v}");
+    assert!(v["error"].as_str().unwrap().contains("overloaded"), "{v}");
+
+    // SIGTERM while the slow search is in flight: it still completes.
+    // SAFETY: sending a signal to our own child process.
+    let rc = unsafe { libc::kill(srv.child.id() as libc::pid_t, libc::SIGTERM) };
+    assert_eq!(rc, 0);
+    assert_eq!(slow.join().unwrap().0, 200);
+    let mut srv = srv;
+    let deadline = Instant::now() + TIMEOUT;
+    let status = loop {
+        if let Some(s) = srv.child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "replica did not exit after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status:?}");
+    let rest: Vec<String> = srv.stdout.try_iter().collect();
+    assert!(rest.iter().any(|l| l.contains("drained")), "{rest:?}");
+    // New connections are refused once it is gone.
+    assert!(TcpStream::connect_timeout(&addr, Duration::from_secs(1)).is_err());
+}
