@@ -595,6 +595,57 @@ fn invalid_tables_are_rejected_and_the_old_one_keeps_serving() {
 }
 
 #[test]
+fn table_votes_fall_to_the_next_ranked_replica_when_drained_or_removed() {
+    let bs = three();
+    let refs: Vec<&Backend> = bs.iter().collect();
+    let dir = tempfile::tempdir().unwrap();
+    let t = write_table(
+        dir.path(),
+        "t.parquet",
+        &table(3, &[("alpha", 1, 2.0), ("alpha", 2, 1.0)]),
+    );
+    let cfg = config(
+        &refs,
+        &format!("name = \"table\"\ntable = \"{}\"", t.display()),
+        "",
+    );
+    let b = spawn_balancer(dir, &cfg);
+    let route = || {
+        let r = get(b.addr, "/search?q=alpha");
+        assert_eq!(r.status, 200, "{}", r.body);
+        (
+            r.headers["x-ballot-replica"].clone(),
+            r.headers["x-ballot-reason"].clone(),
+        )
+    };
+    assert_eq!(route(), ("b1".into(), "vote".into()));
+    assert_eq!(
+        admin(&b, "POST", "/admin/replicas/b1/drain", b"").status,
+        200
+    );
+    assert_eq!(route(), ("b2".into(), "vote".into()));
+    assert_eq!(
+        admin(&b, "POST", "/admin/replicas/b1/enable", b"").status,
+        200
+    );
+    assert_eq!(route().0, "b1");
+
+    // Removing b1 empties slot 1; a 4th replica cannot join a 3-replica table.
+    assert_eq!(admin(&b, "DELETE", "/admin/replicas/b1", b"").status, 200);
+    assert_eq!(route().0, "b2");
+    let extra = Backend::start("b3");
+    let add = format!("{{\"name\": \"b3\", \"address\": \"{}\"}}", extra.address());
+    let r = admin(&b, "POST", "/admin/replicas", add.as_bytes());
+    assert_eq!(r.status, 201, "b3 takes the empty slot 1: {}", r.body);
+    let v: serde_json::Value = serde_json::from_str(&r.body).unwrap();
+    assert_eq!(v["index"], 1);
+    assert_eq!(route().0, "b3", "slot 1's votes now reach b3");
+    let again = format!("{{\"name\": \"b4\", \"address\": \"{}\"}}", extra.address());
+    let r = admin(&b, "POST", "/admin/replicas", again.as_bytes());
+    assert_eq!(r.status, 409, "{}", r.body);
+}
+
+#[test]
 fn bad_input_is_a_400_json_error_never_a_500() {
     let bs = three();
     let refs: Vec<&Backend> = bs.iter().collect();

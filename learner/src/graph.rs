@@ -127,13 +127,12 @@ pub fn build_graph(trace: &Trace, agg: &Aggregate) -> Result<TermQueryGraph, Gra
     let mut fill: Vec<i32> = xadj[..n_terms].to_vec();
     for (qi, q) in agg.queries.iter().enumerate() {
         let qv = (n_terms + qi) as i32;
-        let mut pos = xadj[n_terms + qi] as usize;
-        for &t in &q.terms {
+        let start = xadj[n_terms + qi] as usize;
+        for (pos, &t) in (start..).zip(&q.terms) {
             let tv = vertex_of[t as usize] as usize;
             let w = scale(raw_edge(t, q.count), edge_total);
             adjncy[pos] = tv as i32;
             adjwgt[pos] = w;
-            pos += 1;
             let slot = fill[tv] as usize;
             adjncy[slot] = qv;
             adjwgt[slot] = w;

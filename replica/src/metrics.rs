@@ -74,6 +74,29 @@ pub struct StatsSnapshot {
     pub corrupt_lists: u64,
 }
 
+/// Makes every counter and gauge appear (at zero) in `/metrics` before its first event.
+pub fn register_metrics() {
+    for name in [
+        "replica_queries_total",
+        "replica_term_lookups_total",
+        "replica_unknown_terms_total",
+        "replica_cache_hits_total",
+        "replica_cache_misses_total",
+        "replica_cache_coalesced_total",
+        "replica_cache_hit_bytes_total",
+        "replica_cache_miss_bytes_total",
+        "replica_flash_bytes_read_total",
+        "replica_corrupt_lists_total",
+    ] {
+        metrics::counter!(name).increment(0);
+    }
+    for kind in ["bad_request", "unavailable", "shed", "internal"] {
+        metrics::counter!("replica_errors_total", "kind" => kind).increment(0);
+    }
+    metrics::gauge!("replica_cache_bytes").set(0.0);
+    metrics::gauge!("replica_inflight_queries").set(0.0);
+}
+
 impl Stats {
     /// Counts a query that got past admission.
     pub fn query(&self) {

@@ -349,6 +349,11 @@ fn corrupt_list_fails_its_query_only() {
     std::fs::write(&path, bytes).unwrap();
 
     let srv = Server::start(&idx, &["--cache-bytes", "1000000"]);
+    let (_, metrics) = srv.get("/metrics");
+    assert!(
+        metrics.contains("replica_corrupt_lists_total 0"),
+        "{metrics}"
+    );
     for _ in 0..2 {
         let (status, v) = srv.json("/search?q=t07+t08");
         assert_eq!(status, 503, "{v}");
@@ -451,4 +456,28 @@ fn overload_is_shed_and_sigterm_drains() {
     assert!(rest.iter().any(|l| l.contains("drained")), "{rest:?}");
     // New connections are refused once it is gone.
     assert!(TcpStream::connect_timeout(&addr, Duration::from_secs(1)).is_err());
+}
+
+#[test]
+fn concurrent_misses_on_one_term_read_flash_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let idx = build(tmp.path());
+    let dir = replica::index::open_directory(&idx).unwrap();
+    let bytes = u64::from(dir.entry(dir.id("t20").unwrap()).unwrap().len);
+    let srv = Server::start(
+        &idx,
+        &["--cache-bytes", "1000000", "--flash-latency-us", "300000"],
+    );
+    let addr = srv.addr;
+    let clients: Vec<_> = (0..8)
+        .map(|_| std::thread::spawn(move || http_get(addr, "/search?q=t20")))
+        .collect();
+    for c in clients {
+        assert_eq!(c.join().unwrap().0, 200);
+    }
+    let stats = srv.stats();
+    assert_eq!(u(&stats, "misses"), 1, "{stats}");
+    assert_eq!(u(&stats, "hits") + u(&stats, "coalesced"), 7, "{stats}");
+    assert!(u(&stats, "coalesced") > 0, "{stats}");
+    assert_eq!(u(&stats, "flash_bytes"), bytes);
 }

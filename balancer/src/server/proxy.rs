@@ -147,6 +147,7 @@ impl Proxy {
             let reason_ix = if attempt == 0 {
                 reason_index(choice.reason)
             } else {
+                self.retries.increment(1);
                 3
             };
             let url = format!("http://{}{}", choice.replica.address, path_and_query);
@@ -203,9 +204,6 @@ impl Proxy {
                 }
             }
             exclude |= 1u64 << choice.index;
-            if attempt + 1 < attempts {
-                self.retries.increment(1);
-            }
         }
         self.failures.increment(1);
         json_error(

@@ -81,3 +81,41 @@ pub fn run(args: &BuildIndexArgs) -> Result<()> {
     );
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use data::sizes::SizeTable;
+
+    #[test]
+    fn sizes_give_df_as_bytes_minus_the_header() {
+        let tmp = tempfile::tempdir().unwrap();
+        let sizes = tmp.path().join("sizes.parquet");
+        SizeTable::from_pairs([("a".to_string(), 1016u64), ("b".to_string(), 21)])
+            .write_parquet(&sizes)
+            .unwrap();
+        let out = tmp.path().join("idx");
+        let args = BuildIndexArgs {
+            log: LogArgs {
+                log: None,
+                keep_repeats: false,
+                synth_queries: 10,
+                synth_seed: 1,
+            },
+            sizes: SizeArgs {
+                sizes: Some(sizes),
+                freq: None,
+                docs: 1000,
+                doc_len: 300.0,
+            },
+            output: out.clone(),
+        };
+        run(&args).unwrap();
+        let dir = replica::index::open_directory(&out).unwrap();
+        let df = |t: &str| dir.entry(dir.id(t).unwrap()).unwrap().df;
+        assert_eq!((df("a"), df("b")), (1000, 5));
+        // df = N: one byte per id, so the stored size is the model's again.
+        let built = SizeTable::read_parquet(&out.join("sizes.parquet")).unwrap();
+        assert_eq!(built.get("a"), Some(1016));
+    }
+}

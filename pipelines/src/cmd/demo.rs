@@ -1,10 +1,10 @@
 //! `ballot demo`: the README's first command. On the embedded synthetic default (or a log
-//! and sizes you point it at) it evaluates every routing policy at three cache sizes and
-//! writes a report with the table, the chart and what each number means.
+//! and sizes you point it at) it trains a voting table, evaluates every routing policy
+//! (the learned table included) at three cache sizes and writes a report with the table,
+//! the charts and what each number means.
 //!
-//! Later stages of the demo (training a voting table, real replica and balancer processes,
-//! measured HTTP cache hits) arrive with the learner, replica, balancer and end-to-end
-//! issues; this command grows with them.
+//! The live part of the demo (real replica and balancer processes, measured HTTP cache
+//! hits) arrives with the end-to-end issue; this command grows with it.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -12,7 +12,10 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use clap::Args;
 
+use learner::refine::RefineConfig;
+
 use super::eval::{run as run_eval, write_json, EvalArgs};
+use super::train::{self, TrainArgs};
 use crate::inputs::{LogArgs, SizeArgs, SplitArgs};
 
 /// Arguments of `ballot demo`.
@@ -28,6 +31,9 @@ pub struct DemoArgs {
     /// Number of replicas R.
     #[arg(long, default_value_t = 8)]
     pub replicas: usize,
+    /// Per-replica cache size the voting table is trained for.
+    #[arg(long, default_value_t = 0.05)]
+    pub train_cache_frac: f64,
     /// Per-replica cache sizes to evaluate (fractions of the distinct postings bytes).
     #[arg(long, default_value = "0.02,0.05,0.1", value_delimiter = ',')]
     pub cache_frac: Vec<f64>,
@@ -39,18 +45,43 @@ pub fn run(args: &DemoArgs) -> Result<()> {
         .with_context(|| format!("{}: cannot create output directory", args.out.display()))?;
     let json = args.out.join("eval.json");
     let svg = args.out.join("eval.svg");
+    let table = args.out.join("table.parquet");
+    let split = SplitArgs {
+        split: 0.8,
+        shuffle_seed: 1,
+        split_time: None,
+    };
+    let defaults = RefineConfig::default();
+    train::run(&TrainArgs {
+        log: args.log.clone(),
+        sizes: args.sizes.clone(),
+        split: split.clone(),
+        replicas: args.replicas,
+        cache_frac: args.train_cache_frac,
+        eviction: cache_sim::eviction::EvictionKind::Lru,
+        eps: 0.05,
+        iterations: defaults.iterations,
+        seed: 1,
+        min_term_freq: 2,
+        ufactor: 30,
+        move_margin: defaults.move_margin,
+        price_step: defaults.price_step,
+        secondary: defaults.secondary,
+        hit_exponent: defaults.hit_exponent,
+        patience: defaults.patience,
+        validation_frac: 0.1,
+        output: table.clone(),
+        report: Some(args.out.join("train.json")),
+        svg: Some(args.out.join("train.svg")),
+    })?;
     let eval = EvalArgs {
         log: args.log.clone(),
         sizes: args.sizes.clone(),
-        split: SplitArgs {
-            split: 0.8,
-            shuffle_seed: 1,
-            split_time: None,
-        },
+        split,
         replicas: args.replicas,
         cache_frac: args.cache_frac.clone(),
         policies: "all".into(),
-        table: None,
+        table: Some(table),
         eviction: cache_sim::eviction::EvictionKind::Lru,
         eps: 0.05,
         window: cache_sim::sim::replay::DEFAULT_WINDOW,
@@ -116,6 +147,7 @@ fn render_report(report: &super::eval::EvalReport) -> Result<String> {
         )?;
     }
     writeln!(md, "\n![miss bytes ratio by policy](eval.svg)\n")?;
+    writeln!(md, "The `table` policy routes by the voting table `ballot train` learned from the train part (`table.parquet`; how training went: `train.json`, ![miss bytes ratio per training iteration](train.svg)).\n")?;
     writeln!(md, "## What the numbers mean\n")?;
     writeln!(md, "- **cache frac**: each replica's RAM cache, as a fraction of the summed postings bytes of every distinct term in the log.")?;
     writeln!(md, "- **miss bytes ratio** (headline): bytes read from flash / bytes of postings requested, over the test part only (the train part warms the caches). Lower is better.")?;
@@ -130,6 +162,8 @@ fn render_report(report: &super::eval::EvalReport) -> Result<String> {
     writeln!(md, "- **imbalance**: max / mean queries per replica over the test part (1.0 is perfect). Bounded policies keep it near 1 + eps.")?;
     writeln!(md, "- **imbalance p99 (window)**: 99th percentile of max / mean over consecutive windows of {} test queries.", c["window"])?;
     writeln!(md, "- **one-big-cache**: one cache of R times a replica's capacity fed every query: the best any routing could do.")?;
+    writeln!(md, "- **overflow** (in eval.json, `overflow_share`): test queries whose first choice was at its load bound.")?;
+    writeln!(md, "- **novel** (in eval.json, `novel_miss_bytes_ratio`): the miss bytes ratio over test queries that never occur in the train part: how well the table generalizes.")?;
     writeln!(
         md,
         "\nSimulator speed: {:.1} million term lookups per second per core (median replay).",

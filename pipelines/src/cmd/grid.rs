@@ -84,8 +84,8 @@ pub fn run(args: &GridArgs) -> Result<()> {
         trace.train_len,
         trace.test_len()
     );
-    println!("| R | cache | table | round-robin | table / round-robin | best other (imbalance ≤ {:.2}) | table vs best other | table imbalance | table, novel queries | best other, novel queries | train seconds |", 1.0 + args.eps);
-    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("| R | cache | table | round-robin | table / round-robin | best other (imbalance ≤ {:.2}) | table vs best other | term-vote (imbalance) | table imbalance | table, novel queries | best other, novel queries | train seconds |", 1.0 + args.eps);
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
     let mut all = Vec::new();
     for (replicas, frac) in configs {
         let capacity = trace.capacity_for(frac);
@@ -111,8 +111,10 @@ pub fn run(args: &GridArgs) -> Result<()> {
             },
         )?;
         let find = |name: &str| grid.results.iter().find(|r| r.policy == name);
-        let (Some(table), Some(rr)) = (find("table"), find("round-robin")) else {
-            bail!("grid lacks table or round-robin results");
+        let (Some(table), Some(rr), Some(tv)) =
+            (find("table"), find("round-robin"), find("term-vote"))
+        else {
+            bail!("grid lacks table, round-robin or term-vote results");
         };
         let bound = 1.0 + args.eps + 1e-9;
         let best_other = grid
@@ -126,11 +128,13 @@ pub fn run(args: &GridArgs) -> Result<()> {
         let t = table.sim.miss_bytes_ratio;
         let o = best_other.sim.miss_bytes_ratio;
         println!(
-            "| {replicas} | {frac} | {t:.4} | {:.4} | {:.3} | {} {o:.4} | {:+.1}% | {:.3} | {:.4} | {:.4} | {train_seconds:.0} |",
+            "| {replicas} | {frac} | {t:.4} | {:.4} | {:.3} | {} {o:.4} | {:+.1}% | {:.4} ({:.4}) | {:.4} | {:.4} | {:.4} | {train_seconds:.0} |",
             rr.sim.miss_bytes_ratio,
             t / rr.sim.miss_bytes_ratio,
             best_other.policy,
             (t / o - 1.0) * 100.0,
+            tv.sim.miss_bytes_ratio,
+            tv.sim.imbalance,
             table.sim.imbalance,
             table.sim.novel_miss_bytes_ratio,
             best_other.sim.novel_miss_bytes_ratio,

@@ -100,6 +100,7 @@ fn run(args: Args) -> Result<()> {
         .build_recorder();
     let handle = recorder.handle();
     metrics::set_global_recorder(recorder).context("installing the metrics recorder")?;
+    replica::metrics::register_metrics();
 
     let m = &store.directory().manifest;
     let mut out = std::io::stdout().lock();

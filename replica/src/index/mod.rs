@@ -90,7 +90,8 @@ pub fn open_directory(dir: &Path) -> Result<Directory, IndexError> {
         return Err(bad("bad header or term count"));
     }
     let mut ids = FxHashMap::default();
-    let mut entries = Vec::with_capacity(count as usize);
+    // Each entry takes at least 23 bytes: never trust the count for the allocation alone.
+    let mut entries = Vec::with_capacity((count as usize).min(bytes.len() / 23));
     for id in 0..count {
         let entry_err = || bad(&format!("truncated or invalid entry {id}"));
         let tlen = r.u16().ok_or_else(entry_err)?;
@@ -100,7 +101,10 @@ pub fn open_directory(dir: &Path) -> Result<Directory, IndexError> {
         let len = r.u32().ok_or_else(entry_err)?;
         let df = r.u32().ok_or_else(entry_err)?;
         let crc32 = r.u32().ok_or_else(entry_err)?;
-        if offset + u64::from(len) > manifest.postings_bytes {
+        if offset
+            .checked_add(u64::from(len))
+            .is_none_or(|end| end > manifest.postings_bytes)
+        {
             return Err(bad(&format!(
                 "entry {id} ({term:?}) points past the postings file"
             )));
