@@ -40,7 +40,13 @@ if ! command -v haproxy >/dev/null || ! command -v wrk >/dev/null; then
   [ "$(id -u)" -ne 0 ] && SUDO=sudo
   $SUDO apt-get update && $SUDO apt-get install -y haproxy wrk
 fi
-cargo build --release -p balancer -p replica -p pipelines
+BACKENDS=${BACKENDS:-replica}
+# Both balancers get the same number of threads: HAProxy's nbthread, ballot's Tokio workers.
+LB_THREADS=${LB_THREADS:-2}
+BALLOT_ARGS=${BALLOT_ARGS-"--workers $LB_THREADS"}
+if [ "${SKIP_BUILD:-0}" != 1 ]; then
+  cargo build --release -p balancer -p replica -p pipelines
+fi
 BIN=$ROOT/target/release
 for b in balancer replica ballot; do
   [ -x "$BIN/$b" ] || { echo "missing $BIN/$b" >&2; exit 1; }
@@ -51,12 +57,21 @@ mkdir -p "$BENCH_DIR"
 if [ ! -f "$BENCH_DIR/log.freq.tsv" ]; then
   "$BIN/ballot" gen -o "$BENCH_DIR/log.parquet"
 fi
-if [ ! -f "$BENCH_DIR/index/manifest.json" ]; then
-  rm -rf "$BENCH_DIR/index"
-  "$BIN/ballot" build-index -o "$BENCH_DIR/index"
+if [ "$BACKENDS" = static ]; then
+  # No replica runs: the sizes table (term-vote weights) is all ballot needs.
+  SIZES=$BENCH_DIR/sizes.parquet
+  if [ ! -f "$SIZES" ]; then
+    "$BIN/ballot" sizes --log "$BENCH_DIR/log.parquet" --freq "$BENCH_DIR/log.freq.tsv" -o "$SIZES"
+  fi
+else
+  if [ ! -f "$BENCH_DIR/index/manifest.json" ]; then
+    rm -rf "$BENCH_DIR/index"
+    "$BIN/ballot" build-index -o "$BENCH_DIR/index"
+  fi
+  SIZES=$BENCH_DIR/index/sizes.parquet
+  INDEX_BYTES=$(stat -c %s "$BENCH_DIR/index/postings.bin")
+  CACHE_BYTES=${CACHE_BYTES:-$((INDEX_BYTES / 20))}
 fi
-INDEX_BYTES=$(stat -c %s "$BENCH_DIR/index/postings.bin")
-CACHE_BYTES=${CACHE_BYTES:-$((INDEX_BYTES / 20))}
 # Words made of [a-z0-9] only, most frequent first, so they need no URL encoding.
 awk -F'\t' -v vocab="${VOCAB:-20000}" \
   'NR > 1 && $1 ~ /^[a-z0-9]+$/ { print $1; if (++n == vocab) exit }' \
@@ -82,7 +97,7 @@ wait_port() { # port log
 }
 
 # --- the shared backends ----------------------------------------------------------------
-if [ "${BACKENDS:-replica}" = static ]; then
+if [ "$BACKENDS" = static ]; then
   # Three HAProxy frontends answering 200 "ok" at once: measures the balancers alone.
   {
     echo "global"
@@ -114,11 +129,13 @@ fi
 cat >"$RUN/haproxy.cfg" <<CFG
 global
   maxconn 4096
+  nbthread $LB_THREADS
 defaults
   mode http
+  option http-keep-alive
   timeout connect 1s
   timeout client 30s
-  timeout server 30s
+  timeout server 10s
 frontend fe
   bind 127.0.0.1:$HAPROXY_PORT
   default_backend replicas
@@ -156,7 +173,7 @@ fall = 3
 rise = 2
 [policy]
 $POLICY
-sizes = "$BENCH_DIR/index/sizes.parquet"
+sizes = "$SIZES"
 [[replicas]]
 name = "r0"
 address = "127.0.0.1:${PORTS[0]}"
@@ -167,7 +184,7 @@ address = "127.0.0.1:${PORTS[1]}"
 name = "r2"
 address = "127.0.0.1:${PORTS[2]}"
 CFG
-"$BIN/balancer" --config "$RUN/balancer.toml" >"$RUN/balancer.log" 2>&1 &
+"$BIN/balancer" --config "$RUN/balancer.toml" $BALLOT_ARGS >"$RUN/balancer.log" 2>&1 &
 PIDS+=($!)
 wait_port "$HAPROXY_PORT" "$RUN/haproxy.log"
 wait_port "$BALLOT_PORT" "$RUN/balancer.log"
@@ -213,11 +230,12 @@ rps() { awk '$1 == "Requests/sec:" { print $2 }' "$1"; }
 errors() { awk '/Non-2xx|Socket errors/ { printf "%s ", $0 }' "$1"; }
 
 echo
-if [ "${BACKENDS:-replica}" = static ]; then
+if [ "$BACKENDS" = static ]; then
   echo "backends: 3 x static HAProxy frontends (200 ok): the balancers' own cost"
 else
   echo "backends: 3 x replica, cache $CACHE_BYTES bytes each, flash $FLASH_MBPS MB/s + $FLASH_US us"
 fi
+echo "balancer threads: $LB_THREADS (HAProxy nbthread, ballot Tokio workers)"
 echo "load: wrk -t$THREADS -c$CONNS -d$DURATION (after $WARMUP warmup), alternating, $ROUNDS rounds"
 printf '%-8s %-6s %12s %10s  %s\n' lb round "requests/s" "p99 ms" "errors"
 for round in $(seq 1 "$ROUNDS"); do

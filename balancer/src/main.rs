@@ -15,7 +15,7 @@ use std::time::Duration;
 use anyhow::Context;
 use balancer::server::config::Config;
 use balancer::server::reload::{reload, Source};
-use balancer::server::{admin, client_router, App};
+use balancer::server::{admin, front, App};
 use clap::Parser;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::watch;
@@ -27,28 +27,42 @@ struct Args {
     /// The TOML configuration file.
     #[arg(long)]
     config: PathBuf,
+    /// Threads serving the proxy, each with its own listener and upstream connections
+    /// (default: one per CPU).
+    #[arg(long)]
+    workers: Option<usize>,
 }
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let cfg = Config::load(&args.config)?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
+    let workers = match args.workers {
+        Some(0) => anyhow::bail!("--workers must be at least 1"),
+        Some(n) => n,
+        None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+    };
+    // Thread per core, as HAProxy's `nbthread`: each worker is a single-threaded runtime
+    // with its own listener (SO_REUSEPORT) and its own upstream connections, so a request
+    // never hops threads and no worker wakes another. This thread is worker 0 and also runs
+    // the admin listener, health checks and signals.
+    let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("cannot start the Tokio runtime")?;
-    rt.block_on(run(cfg))
+    rt.block_on(run(cfg, workers))
 }
 
-async fn run(cfg: balancer::server::config::Validated) -> anyhow::Result<()> {
+async fn run(cfg: balancer::server::config::Validated, workers: usize) -> anyhow::Result<()> {
     let listen = cfg.config.listen;
     let admin_listen = cfg.config.admin_listen;
     let drain_limit = cfg.deadline() + Duration::from_secs(1);
     let table_path = cfg.config.policy.table.clone();
     let app = App::build(cfg)?;
 
-    let client = tokio::net::TcpListener::bind(listen)
+    let mut clients = front::bind(listen, workers)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
+    let client = clients.remove(0);
     let admin_l = tokio::net::TcpListener::bind(admin_listen)
         .await
         .with_context(|| format!("cannot listen on {admin_listen} (admin)"))?;
@@ -81,11 +95,19 @@ async fn run(cfg: balancer::server::config::Validated) -> anyhow::Result<()> {
     let wait = |mut rx: watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|&s| s).await;
     };
-    let client_srv = axum::serve(client, client_router(Arc::clone(&app)))
-        .with_graceful_shutdown(wait(stop_rx.clone()));
+    let client_srv = front::serve_client(client, Arc::clone(&app), stop_rx.clone());
+    let mut shards = Vec::with_capacity(clients.len());
+    for (i, l) in clients.into_iter().enumerate() {
+        shards.push(front::spawn_worker(
+            i + 1,
+            l,
+            Arc::clone(&app),
+            stop_rx.clone(),
+        )?);
+    }
     let admin_srv = axum::serve(admin_l, admin::router(Arc::clone(&app)))
         .with_graceful_shutdown(wait(stop_rx.clone()));
-    let client_task = tokio::spawn(async move { client_srv.await });
+    let client_task = tokio::spawn(client_srv);
     let admin_task = tokio::spawn(async move { admin_srv.await });
 
     tokio::select! {
@@ -95,6 +117,9 @@ async fn run(cfg: balancer::server::config::Validated) -> anyhow::Result<()> {
     let _ = stop_tx.send(true);
     let drained = tokio::time::timeout(drain_limit, async {
         let _ = client_task.await;
+        for done in shards {
+            let _ = done.await;
+        }
         let _ = admin_task.await;
     })
     .await;

@@ -35,9 +35,8 @@ use std::sync::Arc;
 
 use balancer::policy::table::TablePolicy;
 use balancer::policy::vote::VoteSource;
-use balancer::policy::{build_policy, Decision, PolicyKind, PolicyParams};
+use balancer::policy::{Decision, PolicyParams};
 use cache_sim::sim::{replay, Observer, SimConfig, SimResult, Trace};
-use data::table::VotingTable;
 use serde::Serialize;
 
 use crate::votes::TermVotes;
@@ -79,6 +78,10 @@ impl Default for RefineConfig {
 /// One iteration's measurements.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct IterationRecord {
+    /// Pruning threshold of the candidate being refined.
+    pub min_term_freq: u32,
+    /// METIS imbalance tolerance of the candidate partition being refined.
+    pub ufactor: i32,
     /// 0 = the initial table.
     pub iteration: usize,
     /// Miss bytes ratio over the fit part (cold start included).
@@ -138,23 +141,20 @@ pub struct Refined {
     pub history: Vec<IterationRecord>,
 }
 
-/// Builds the `table` policy for `votes`.
+/// Builds the `table` policy for `votes` (the same code `ballot eval` and the balancer use).
 fn table_policy(
     trace: &Trace,
     votes: &TermVotes,
     params: &PolicyParams,
-) -> Result<(Arc<VotingTable>, Box<dyn balancer::policy::RoutingPolicy>), String> {
-    let table = Arc::new(
-        votes
-            .to_table(trace, Default::default())
-            .map_err(|e| e.to_string())?,
-    );
+) -> Result<TablePolicy, String> {
+    let table = votes
+        .to_table(trace, Default::default())
+        .map_err(|e| e.to_string())?;
     let params = PolicyParams {
-        table: Some(table.clone()),
+        table: Some(Arc::new(table)),
         ..params.clone()
     };
-    let policy = build_policy(PolicyKind::Table, &params).map_err(|e| e.to_string())?;
-    Ok((table, policy))
+    TablePolicy::new(&params).map_err(|e| e.to_string())
 }
 
 /// Refines `initial` by simulation on `trace` (its `train_len` is the fit part, the rest
@@ -175,7 +175,7 @@ pub fn refine(
     let mut best: Option<(TermVotes, SimResult, usize)> = None;
     let mut since_best = 0usize;
     for iteration in 0..=cfg.iterations {
-        let (_, policy) = table_policy(trace, &votes, params)?;
+        let policy = table_policy(trace, &votes, params)?;
         let mut watch = Watch {
             replicas: r,
             requests: vec![0; trace.dict.len() * r],
@@ -184,11 +184,13 @@ pub fn refine(
             fit_missed: 0,
             bytes: bytes.clone(),
         };
-        let result = replay(trace, policy.as_ref(), sim, &mut watch);
-        let demand = first_choice_demand(trace, &votes, params)?;
+        let result = replay(trace, &policy, sim, &mut watch);
+        let demand = first_choice_demand(trace, &policy, params.replicas);
         let step = cfg.price_step / ((iteration + 1) as f64).sqrt();
         let (next, moved) = update(&votes, &watch, &demand, &mut prices, step, trace, cfg);
         let record = IterationRecord {
+            min_term_freq: 0,
+            ufactor: 0,
             iteration,
             train_miss_bytes_ratio: ratio(watch.fit_missed, watch.fit_requested),
             validation_miss_bytes_ratio: result.miss_bytes_ratio,
@@ -232,22 +234,7 @@ fn ratio(a: u64, b: u64) -> f64 {
 
 /// Queries of the fit part whose top-ranked replica (ignoring load) is each replica,
 /// scored by the same vote code the `table` policy routes with.
-fn first_choice_demand(
-    trace: &Trace,
-    votes: &TermVotes,
-    params: &PolicyParams,
-) -> Result<Vec<u64>, String> {
-    let table = Arc::new(
-        votes
-            .to_table(trace, Default::default())
-            .map_err(|e| e.to_string())?,
-    );
-    let p = PolicyParams {
-        table: Some(table),
-        ..params.clone()
-    };
-    let policy = TablePolicy::new(&p).map_err(|e| e.to_string())?;
-    let r = params.replicas;
+fn first_choice_demand(trace: &Trace, policy: &TablePolicy, r: usize) -> Vec<u64> {
     let mut demand = vec![0u64; r];
     let mut hashes = Vec::with_capacity(32);
     for q in 0..trace.train_len {
@@ -269,7 +256,7 @@ fn first_choice_demand(
             demand[c] += 1;
         }
     }
-    Ok(demand)
+    demand
 }
 
 /// Applies the update rule of the module docs; returns the new votes and how many terms

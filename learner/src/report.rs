@@ -31,6 +31,22 @@ pub struct GraphStats {
     pub part_load_share: Vec<f64>,
 }
 
+/// One candidate (a pruning threshold and a METIS imbalance tolerance) and how far
+/// refinement took it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CandidateRecord {
+    /// Minimum train-query frequency of a voting term.
+    pub min_term_freq: u32,
+    /// METIS imbalance tolerance in thousandths.
+    pub ufactor: i32,
+    /// Weighted edge cut of its partition (scaled units).
+    pub edge_cut: i64,
+    /// Its best refinement iteration.
+    pub best_iteration: usize,
+    /// Its best validation miss bytes ratio.
+    pub validation_miss_bytes_ratio: f64,
+}
+
 /// Everything a training run reports.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct TrainReport {
@@ -50,13 +66,19 @@ pub struct TrainReport {
     pub fit_queries: u64,
     /// Train queries held out for validation.
     pub validation_queries: u64,
-    /// Pruning summary.
+    /// Pruning summary (of the chosen candidate).
     pub prune: PruneStats,
-    /// Graph and partition sizes.
+    /// Graph and partition sizes (of the chosen candidate's partition).
     pub graph: GraphStats,
     /// Per-stage wall times.
     pub timings: Vec<StageTime>,
-    /// Every refinement iteration (iteration 0 is the initial METIS table).
+    /// Every candidate partition tried.
+    pub candidates: Vec<CandidateRecord>,
+    /// The pruning threshold of the chosen candidate.
+    pub chosen_min_term_freq: u32,
+    /// The imbalance tolerance of the chosen candidate.
+    pub chosen_ufactor: i32,
+    /// Every refinement iteration of the chosen candidate (iteration 0 is its METIS table).
     pub iterations: Vec<IterationRecord>,
     /// The iteration whose table was kept.
     pub best_iteration: usize,

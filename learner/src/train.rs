@@ -1,6 +1,7 @@
 //! The whole training job: aggregate the fit part of the train queries, build the term–query
-//! graph, partition it with METIS, turn the parts into votes, refine them by simulation with
-//! early stopping on a validation slice, and return the best table with its report. Every
+//! graph, partition it with METIS (once per candidate imbalance tolerance), turn the parts
+//! into votes, refine each candidate by simulation with early stopping on a validation
+//! slice, and return the best table with its report. Every
 //! step is deterministic for a fixed seed.
 
 use std::collections::BTreeMap;
@@ -14,11 +15,11 @@ use data::sizes::Sizes;
 use data::table::VotingTable;
 use std::sync::Arc;
 
-use crate::aggregate::aggregate;
-use crate::graph::{build_graph, GraphError};
-use crate::partition::{partition, PartitionError};
-use crate::refine::{refine, IterationRecord, RefineConfig};
-use crate::report::{GraphStats, StageTime, TrainReport};
+use crate::aggregate::{aggregate, Aggregate};
+use crate::graph::{build_graph, GraphError, TermQueryGraph};
+use crate::partition::{partition, Partition, PartitionError};
+use crate::refine::{refine, IterationRecord, RefineConfig, Refined};
+use crate::report::{CandidateRecord, GraphStats, StageTime, TrainReport};
 use crate::votes::TermVotes;
 
 /// What to train.
@@ -39,10 +40,13 @@ pub struct TrainConfig {
     pub window: usize,
     /// Seed of METIS and of the simulator's random choices.
     pub seed: u64,
-    /// Terms in fewer train queries than this are pruned.
-    pub min_term_freq: u32,
-    /// METIS imbalance tolerance in thousandths.
-    pub ufactor: i32,
+    /// Minimum train-query frequencies to try: terms in fewer train queries are pruned
+    /// (they abstain). Each value is a separate candidate graph.
+    pub min_term_freqs: Vec<u32>,
+    /// METIS imbalance tolerances (thousandths) to try: each gives one partition, refined
+    /// separately; the candidate best on validation wins. The refined outcome depends a
+    /// lot on the starting partition, so a few restarts buy robustness.
+    pub ufactors: Vec<i32>,
     /// Share of the train queries (the tail) held out for validation.
     pub validation_frac: f64,
     /// Refinement parameters.
@@ -60,8 +64,8 @@ impl TrainConfig {
             eps: 0.05,
             window: cache_sim::sim::replay::DEFAULT_WINDOW,
             seed: 1,
-            min_term_freq: 2,
-            ufactor: 30,
+            min_term_freqs: vec![2, 3],
+            ufactors: vec![10, 30, 60],
             validation_frac: 0.1,
             refine: RefineConfig::default(),
         }
@@ -83,6 +87,16 @@ pub enum TrainError {
     /// Building or simulating a table failed.
     #[error("refinement failed: {0}")]
     Refine(String),
+}
+
+/// The candidate that did best on validation so far.
+struct Chosen {
+    min_term_freq: u32,
+    ufactor: i32,
+    agg: Arc<Aggregate>,
+    graph: Arc<TermQueryGraph>,
+    parts: Partition,
+    refined: Refined,
 }
 
 /// A trained table and its report.
@@ -123,6 +137,7 @@ pub fn train(
     }
     let replicas = u16::try_from(cfg.replicas).map_err(|e| TrainError::Config(e.to_string()))?;
     let mut timings = Vec::new();
+    let mut on_iteration = on_iteration;
     let mut stage = |name: &str, started: Instant| {
         let t = StageTime {
             stage: name.to_owned(),
@@ -135,19 +150,12 @@ pub fn train(
     let t0 = Instant::now();
     let fit_len = ((queries.len() as f64) * (1.0 - cfg.validation_frac)).floor() as usize;
     let trace = Trace::build(queries.iter().copied(), fit_len, sizes);
-    let agg = aggregate(&trace, fit_len, cfg.min_term_freq);
-    stage("aggregate", t0);
-
-    let t0 = Instant::now();
-    let graph = build_graph(&trace, &agg)?;
-    stage("graph", t0);
-
-    let t0 = Instant::now();
-    let parts = partition(&graph, cfg.replicas, cfg.ufactor, cfg.seed)?;
-    stage("partition", t0);
-
-    let t0 = Instant::now();
-    let initial = TermVotes::from_partition(&trace, &graph, &parts, replicas);
+    stage("tokenize", t0);
+    if cfg.ufactors.is_empty() || cfg.min_term_freqs.is_empty() {
+        return Err(TrainError::Config(
+            "at least one METIS ufactor and one minimum term frequency are needed".into(),
+        ));
+    }
     let sim = SimConfig {
         replicas: cfg.replicas,
         capacity_bytes: cfg.capacity_bytes,
@@ -160,12 +168,76 @@ pub fn train(
         term_bytes: Arc::new(trace.term_bytes_map()),
         ..PolicyParams::new(cfg.replicas)
     };
-    stage("initial votes", t0);
-
-    let t0 = Instant::now();
-    let refined = refine(&trace, initial, &sim, &params, &cfg.refine, on_iteration)
-        .map_err(TrainError::Refine)?;
-    stage("refine", t0);
+    let mut secs = [0.0f64; 4]; // aggregate, graph, partition, refine
+    let mut candidates = Vec::new();
+    let mut chosen: Option<Chosen> = None;
+    for &min_term_freq in &cfg.min_term_freqs {
+        let t0 = Instant::now();
+        let agg = Arc::new(aggregate(&trace, fit_len, min_term_freq));
+        secs[0] += t0.elapsed().as_secs_f64();
+        let t0 = Instant::now();
+        let graph = Arc::new(build_graph(&trace, &agg)?);
+        secs[1] += t0.elapsed().as_secs_f64();
+        for &ufactor in &cfg.ufactors {
+            let t0 = Instant::now();
+            let parts = partition(&graph, cfg.replicas, ufactor, cfg.seed)?;
+            secs[2] += t0.elapsed().as_secs_f64();
+            let initial = TermVotes::from_partition(&trace, &graph, &parts, replicas);
+            let t0 = Instant::now();
+            let mut refined = refine(&trace, initial, &sim, &params, &cfg.refine, |rec| {
+                on_iteration(&IterationRecord {
+                    min_term_freq,
+                    ufactor,
+                    ..rec.clone()
+                })
+            })
+            .map_err(TrainError::Refine)?;
+            secs[3] += t0.elapsed().as_secs_f64();
+            for rec in &mut refined.history {
+                rec.min_term_freq = min_term_freq;
+                rec.ufactor = ufactor;
+            }
+            candidates.push(CandidateRecord {
+                min_term_freq,
+                ufactor,
+                edge_cut: parts.edge_cut,
+                best_iteration: refined.best_iteration,
+                validation_miss_bytes_ratio: refined.best_result.miss_bytes_ratio,
+            });
+            let better = chosen.as_ref().is_none_or(|c| {
+                refined.best_result.miss_bytes_ratio < c.refined.best_result.miss_bytes_ratio
+            });
+            if better {
+                chosen = Some(Chosen {
+                    min_term_freq,
+                    ufactor,
+                    agg: agg.clone(),
+                    graph: graph.clone(),
+                    parts,
+                    refined,
+                });
+            }
+        }
+    }
+    let Some(Chosen {
+        min_term_freq,
+        ufactor,
+        agg,
+        graph,
+        parts,
+        refined,
+    }) = chosen
+    else {
+        return Err(TrainError::Config("no candidate was trained".into()));
+    };
+    for (name, seconds) in ["aggregate", "graph", "partition", "refine"].iter().zip(secs) {
+        let t = StageTime {
+            stage: (*name).to_owned(),
+            seconds,
+        };
+        on_stage(&t);
+        timings.push(t);
+    }
 
     let mut part_load = vec![0f64; cfg.replicas];
     for (qi, q) in agg.queries.iter().enumerate() {
@@ -199,6 +271,9 @@ pub fn train(
                 .collect(),
         },
         timings,
+        candidates,
+        chosen_min_term_freq: min_term_freq,
+        chosen_ufactor: ufactor,
         iterations: refined.history.clone(),
         best_iteration: refined.best_iteration,
         validation_miss_bytes_ratio: refined.best_result.miss_bytes_ratio,
@@ -226,6 +301,8 @@ fn metadata(report: &TrainReport) -> BTreeMap<String, String> {
     put("seed", report.seed.to_string());
     put("iterations", report.iterations.len().to_string());
     put("best_iteration", report.best_iteration.to_string());
+    put("ufactor", report.chosen_ufactor.to_string());
+    put("min_term_freq", report.chosen_min_term_freq.to_string());
     put("log_digest", report.log_digest.clone());
     put(
         "validation_miss_bytes_ratio",

@@ -31,12 +31,15 @@ enum Command {
     BuildIndex(cmd::build_index::BuildIndexArgs),
     /// Print a log's headline statistics.
     Stats(cmd::data_cmds::StatsArgs),
-    /// Simulate every routing policy's cache misses and load balance on a log.
-    Eval(cmd::eval::EvalArgs),
+    /// Simulate every routing policy's cache misses and load balance on a log (or, with
+    /// --switch-table, a live switch between two voting tables).
+    Eval(cmd::eval::EvalCli),
     /// Learn a voting table from a log (term-query graph, METIS, refinement by simulation).
     Train(cmd::train::TrainArgs),
     /// Train and evaluate a table for several (replicas, cache size) configurations.
     Grid(cmd::grid::GridArgs),
+    /// Replay a log against a live replica or balancer over HTTP (load generator).
+    Replay(cmd::replay::ReplayArgs),
     /// Run the whole offline evaluation on the embedded default data and write a report.
     Demo(cmd::demo::DemoArgs),
 }
@@ -49,10 +52,11 @@ fn main() -> ExitCode {
         Command::Sizes(a) => cmd::data_cmds::sizes(a),
         Command::BuildIndex(a) => cmd::build_index::run(a),
         Command::Stats(a) => cmd::data_cmds::stats(a),
-        Command::Eval(a) => cmd::eval::run(a).map(|_| ()),
+        Command::Eval(a) => cmd::eval::run_cli(a),
         Command::Demo(a) => cmd::demo::run(a),
         Command::Train(a) => cmd::train::run(a),
         Command::Grid(a) => cmd::grid::run(a),
+        Command::Replay(a) => cmd::replay::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -7,18 +7,21 @@
 //!
 //! * [`config`]: the TOML file, validated once.
 //! * [`state`]: replicas, the server-side `LoadView`, the router and table swaps.
-//! * [`proxy`]: the request path. [`query`]: strict `q` extraction.
+//! * [`front`]: the client listener. [`proxy`]: the request path. [`query`]: strict `q` extraction.
+//! * [`upstream`]: keep-alive connections to replicas.
 //! * [`health`]: active checks. [`reload`]: table reload. [`admin`]: the admin API.
 //! * [`metrics`]: metric names and the recorder.
 
 pub mod admin;
 pub mod config;
+pub mod front;
 pub mod health;
 pub mod metrics;
 pub mod proxy;
 pub mod query;
 pub mod reload;
 pub mod state;
+pub mod upstream;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,6 +1,6 @@
 //! The proxy path: `GET /search?q=...` is tokenized, routed, and forwarded with its whole
-//! query string to the chosen replica over pooled keep-alive connections (hyper-util's
-//! legacy client); the response streams back with `x-ballot-replica` and `x-ballot-reason`.
+//! query string to the chosen replica over pooled keep-alive connections (each replica's
+//! [`Pool`](crate::server::upstream::Pool)); the response streams back with `x-ballot-replica` and `x-ballot-reason`.
 //!
 //! Failover follows HAProxy's `option redispatch` with `retries`: on a connect failure or a
 //! timeout the replica is ejected passively and the query is routed again with the failed
@@ -14,11 +14,12 @@ use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::http::header::{self, HeaderName};
-use axum::http::{HeaderValue, Request, StatusCode, Uri};
+use axum::http::uri::PathAndQuery;
+use axum::http::{HeaderValue, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use data::tokenizer::{Tokens, MAX_TERMS};
-use http_body_util::{BodyExt, Empty};
+use http_body_util::Empty;
 use hyper::body::Bytes;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
@@ -29,11 +30,12 @@ use crate::policy::{hash_tokens, QueryKey, Reason};
 use crate::server::metrics as m;
 use crate::server::query::extract_q;
 use crate::server::state::{Choice, State};
+use crate::server::upstream::Relay;
 
-/// The pooled upstream client.
+/// The pooled client of the health checks.
 pub type UpstreamClient = Client<HttpConnector, Empty<Bytes>>;
 
-/// A keep-alive client with `connect_timeout`.
+/// A keep-alive client with `connect_timeout` (health checks).
 pub fn client(connect_timeout: Duration) -> UpstreamClient {
     let mut conn = HttpConnector::new();
     conn.set_nodelay(true);
@@ -48,7 +50,6 @@ pub fn client(connect_timeout: Duration) -> UpstreamClient {
 pub struct Proxy {
     /// Shared state.
     pub state: Arc<State>,
-    client: UpstreamClient,
     route_seconds: Histogram,
     retries: Counter,
     failures: Counter,
@@ -83,10 +84,8 @@ fn reason_index(reason: Reason) -> usize {
 impl Proxy {
     /// A proxy over `state`.
     pub fn new(state: Arc<State>) -> Self {
-        let timeout = state.cfg.request_timeout();
         Proxy {
             state,
-            client: client(timeout),
             route_seconds: metrics::histogram!(m::ROUTE_SECONDS),
             retries: metrics::counter!(m::RETRIES),
             failures: metrics::counter!(m::UPSTREAM_FAILURES),
@@ -118,8 +117,8 @@ impl Proxy {
             }
         };
         let path_and_query = match uri.path_and_query() {
-            Some(pq) => pq.as_str(),
-            None => "/search",
+            Some(pq) => pq.clone(),
+            None => PathAndQuery::from_static("/search"),
         };
         let deadline = Instant::now() + cfg.deadline();
         let attempts = cfg.config.retries + 1;
@@ -150,18 +149,12 @@ impl Proxy {
                 self.retries.increment(1);
                 3
             };
-            let url = format!("http://{}{}", choice.replica.address, path_and_query);
-            let req = match Request::get(url).body(Empty::<Bytes>::new()) {
-                Ok(r) => r,
-                Err(e) => {
-                    return json_error(StatusCode::BAD_REQUEST, format!("bad request URI: {e}"))
-                }
-            };
             let guard = choice.replica.start();
             let timeout = left.min(cfg.request_timeout());
             let sent = Instant::now();
-            match tokio::time::timeout(timeout, self.client.request(req)).await {
-                Ok(Ok(resp)) => {
+            let upstream = choice.replica.pool.get(&path_and_query, timeout);
+            match tokio::time::timeout(timeout, upstream).await {
+                Ok(Ok((resp, conn))) => {
                     choice
                         .replica
                         .metrics
@@ -179,11 +172,9 @@ impl Proxy {
                         "x-ballot-reason",
                         HeaderValue::from_static(m::REASONS[reason_ix]),
                     );
-                    // The request stays in flight until its body is streamed out.
-                    let body = body.map_frame(move |f| {
-                        let _ = &guard;
-                        f
-                    });
+                    // The request stays in flight until its body is streamed out; then the
+                    // connection goes back to the replica's pool.
+                    let body = Relay::new(body, conn, guard);
                     return Response::from_parts(parts, Body::new(body));
                 }
                 Ok(Err(e)) => {

@@ -27,6 +27,7 @@ use crate::policy::{
 use crate::ramp::{RampedTable, SharedVotes};
 use crate::server::config::Validated;
 use crate::server::metrics::{self as m, ReplicaMetrics};
+use crate::server::upstream::Pool;
 
 /// One backend replica.
 pub struct Replica {
@@ -34,6 +35,8 @@ pub struct Replica {
     pub name: String,
     /// `host:port`.
     pub address: String,
+    /// Idle keep-alive connections to it.
+    pub pool: Pool,
     /// `x-ballot-replica` value.
     pub header: HeaderValue,
     /// Metric handles.
@@ -61,9 +64,11 @@ impl Replica {
         crate::server::config::check_name(name)?;
         crate::server::config::check_address(address)?;
         let header = HeaderValue::from_str(name).map_err(|e| e.to_string())?;
+        let pool = Pool::new(address)?;
         Ok(Replica {
             name: name.to_owned(),
             address: address.to_owned(),
+            pool,
             header,
             metrics: ReplicaMetrics::new(name),
             in_flight: AtomicU64::new(0),
@@ -140,6 +145,13 @@ impl Replica {
 /// A request in flight on a replica; dropping it ends the request.
 #[derive(Debug)]
 pub struct InFlight(Arc<Replica>);
+
+impl InFlight {
+    /// The replica.
+    pub fn replica(&self) -> &Arc<Replica> {
+        &self.0
+    }
+}
 
 impl Drop for InFlight {
     fn drop(&mut self) {

@@ -10,10 +10,12 @@
 //!   code the replica caches with); only the test part is counted.
 //! - [`bound`] is the reference point: one cache of R times the capacity.
 //! - [`grid`] runs many (policy, cache size) configurations in parallel.
+//! - [`switch`] simulates a live switch between two voting tables, ramped or instant.
 
 pub mod bound;
 pub mod grid;
 pub mod replay;
+pub mod switch;
 pub mod trace;
 pub mod window;
 

@@ -1,6 +1,7 @@
 //! `ballot eval`: replays the test part of a log through every requested routing policy
 //! into R simulated replica caches, for one or more cache sizes, and reports miss bytes,
-//! imbalance and the one-big-cache bound (table, JSON, SVG).
+//! imbalance and the one-big-cache bound (table, JSON, SVG). With `--switch-table OLD NEW`
+//! it simulates a live table switch instead ([`super::switch`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -96,17 +97,7 @@ pub struct EvalReport {
 /// Runs `ballot eval`.
 pub fn run(args: &EvalArgs) -> Result<EvalReport> {
     let started = Instant::now();
-    if args.replicas == 0 {
-        bail!("--replicas must be at least 1");
-    }
-    for &f in &args.cache_frac {
-        if f.is_nan() || f <= 0.0 || f > 1.0 {
-            bail!("--cache-frac {f} is not in (0, 1]");
-        }
-    }
-    if args.window == 0 {
-        bail!("--window must be at least 1");
-    }
+    validate(args)?;
     let policies = parse_policies(&args.policies, args.table.is_some())?;
     let table = match &args.table {
         Some(p) => {
@@ -116,27 +107,7 @@ pub fn run(args: &EvalArgs) -> Result<EvalReport> {
         None => None,
     };
 
-    let stage = Stage::start("reading log");
-    let dataset = args.log.load()?;
-    stage.finish(&format!(
-        "{} queries from {}",
-        dataset.queries.len(),
-        dataset.label
-    ));
-    if let Some(s) = &dataset.read_summary {
-        eprintln!("{s}");
-    }
-    let sizes = args.sizes.load(&dataset)?;
-    let order = args.split.apply(&dataset)?;
-    let stage = Stage::start("tokenizing");
-    let trace = Trace::build(dataset.ordered(&order), order.train_len, &sizes);
-    stage.finish(&format!(
-        "{} train + {} test queries, {} distinct terms, {} postings bytes",
-        trace.train_len,
-        trace.test_len(),
-        trace.dict.len(),
-        trace.distinct_bytes()
-    ));
+    let (label, trace) = load_trace(args)?;
 
     let cfg = GridConfig {
         replicas: args.replicas,
@@ -162,28 +133,8 @@ pub fn run(args: &EvalArgs) -> Result<EvalReport> {
         out.lookups_per_sec / 1e6,
         started.elapsed().as_secs_f64()
     );
-    let config = json!({
-        "log": dataset.label,
-        "queries": trace.len(),
-        "train_queries": trace.train_len,
-        "test_queries": trace.test_len(),
-        "distinct_terms": trace.dict.len(),
-        "distinct_postings_bytes": trace.distinct_bytes(),
-        "replicas": args.replicas,
-        "cache_fracs": args.cache_frac,
-        "eviction": args.eviction.name(),
-        "eps": args.eps,
-        "window": args.window,
-        "seed": args.seed,
-        "split": format!("{:?}", args.split.split()?),
-        "keep_repeats": args.log.keep_repeats,
-        "sizes": match (&args.sizes.sizes, &args.sizes.freq) {
-            (Some(p), _) => format!("table {}", p.display()),
-            (None, Some(p)) => format!("model over {} (N={}, L={})", p.display(), args.sizes.docs, args.sizes.doc_len),
-            (None, None) => "model over the synthetic log's frequency table".to_owned(),
-        },
-        "table": args.table.as_ref().map(|p| p.display().to_string()),
-    });
+    let mut config = base_config(args, &label, &trace)?;
+    config["table"] = json!(args.table.as_ref().map(|p| p.display().to_string()));
     if let Some(path) = &args.json {
         let doc = json!({
             "config": &config,
@@ -273,4 +224,94 @@ fn draw(path: &Path, out: &GridOutput, replicas: usize) -> Result<()> {
         "miss bytes ratio",
         &mut series,
     )
+}
+
+/// `ballot eval` as parsed: the grid of policies, or (with `--switch-table`) the
+/// simulation of a live table switch ([`super::switch`]), which shares every other option.
+#[derive(Args, Debug)]
+pub struct EvalCli {
+    #[command(flatten)]
+    pub eval: EvalArgs,
+    #[command(flatten)]
+    pub switch: super::switch::SwitchArgs,
+}
+
+/// Runs `ballot eval` in the mode its arguments ask for.
+pub fn run_cli(cli: &EvalCli) -> Result<()> {
+    if cli.switch.switch_table.is_some() {
+        super::switch::run(&cli.eval, &cli.switch)
+    } else {
+        run(&cli.eval).map(|_| ())
+    }
+}
+
+/// Checks the arguments every mode of `eval` shares.
+pub(crate) fn validate(args: &EvalArgs) -> Result<()> {
+    if args.replicas == 0 {
+        bail!("--replicas must be at least 1");
+    }
+    for &f in &args.cache_frac {
+        if f.is_nan() || f <= 0.0 || f > 1.0 {
+            bail!("--cache-frac {f} is not in (0, 1]");
+        }
+    }
+    if args.window == 0 {
+        bail!("--window must be at least 1");
+    }
+    Ok(())
+}
+
+/// Reads, splits and tokenizes the log; returns its label and the trace.
+pub(crate) fn load_trace(args: &EvalArgs) -> Result<(String, Trace)> {
+    let stage = Stage::start("reading log");
+    let dataset = args.log.load()?;
+    stage.finish(&format!(
+        "{} queries from {}",
+        dataset.queries.len(),
+        dataset.label
+    ));
+    if let Some(s) = &dataset.read_summary {
+        eprintln!("{s}");
+    }
+    let sizes = args.sizes.load(&dataset)?;
+    let order = args.split.apply(&dataset)?;
+    let stage = Stage::start("tokenizing");
+    let trace = Trace::build(dataset.ordered(&order), order.train_len, &sizes);
+    stage.finish(&format!(
+        "{} train + {} test queries, {} distinct terms, {} postings bytes",
+        trace.train_len,
+        trace.test_len(),
+        trace.dict.len(),
+        trace.distinct_bytes()
+    ));
+    Ok((dataset.label, trace))
+}
+
+/// The configuration every mode of `eval` writes to JSON.
+pub(crate) fn base_config(
+    args: &EvalArgs,
+    label: &str,
+    trace: &Trace,
+) -> Result<serde_json::Value> {
+    Ok(json!({
+        "log": label,
+        "queries": trace.len(),
+        "train_queries": trace.train_len,
+        "test_queries": trace.test_len(),
+        "distinct_terms": trace.dict.len(),
+        "distinct_postings_bytes": trace.distinct_bytes(),
+        "replicas": args.replicas,
+        "cache_fracs": args.cache_frac,
+        "eviction": args.eviction.name(),
+        "eps": args.eps,
+        "window": args.window,
+        "seed": args.seed,
+        "split": format!("{:?}", args.split.split()?),
+        "keep_repeats": args.log.keep_repeats,
+        "sizes": match (&args.sizes.sizes, &args.sizes.freq) {
+            (Some(p), _) => format!("table {}", p.display()),
+            (None, Some(p)) => format!("model over {} (N={}, L={})", p.display(), args.sizes.docs, args.sizes.doc_len),
+            (None, None) => "model over the synthetic log's frequency table".to_owned(),
+        },
+    }))
 }

@@ -5,4 +5,6 @@ pub mod data_cmds;
 pub mod demo;
 pub mod eval;
 pub mod grid;
+pub mod replay;
+pub mod switch;
 pub mod train;

@@ -43,12 +43,13 @@ pub struct TrainArgs {
     /// Seed of METIS and of simulated random choices.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Terms in fewer train queries than this abstain.
-    #[arg(long, default_value_t = 2)]
-    pub min_term_freq: u32,
-    /// METIS imbalance tolerance in thousandths.
-    #[arg(long, default_value_t = 30)]
-    pub ufactor: i32,
+    /// Pruning thresholds to try, comma-separated: terms in fewer train queries abstain.
+    #[arg(long, default_value = "2,3", value_delimiter = ',')]
+    pub min_term_freqs: Vec<u32>,
+    /// METIS imbalance tolerances (thousandths) to try, comma-separated; each partition is
+    /// refined and the best on validation wins.
+    #[arg(long, default_value = "10,30,60", value_delimiter = ',')]
+    pub ufactors: Vec<i32>,
     /// Relative request advantage a replica needs before a term's home moves there.
     #[arg(long, default_value_t = RefineConfig::default().move_margin)]
     pub move_margin: f64,
@@ -109,8 +110,8 @@ pub fn run(args: &TrainArgs) -> Result<()> {
         eviction: args.eviction,
         eps: args.eps,
         seed: args.seed,
-        min_term_freq: args.min_term_freq,
-        ufactor: args.ufactor,
+        min_term_freqs: args.min_term_freqs.clone(),
+        ufactors: args.ufactors.clone(),
         validation_frac: args.validation_frac,
         refine: RefineConfig {
             iterations: args.iterations,
@@ -136,7 +137,9 @@ pub fn run(args: &TrainArgs) -> Result<()> {
         |t| eprintln!("{}: {:.1}s", t.stage, t.seconds),
         |it| {
             eprintln!(
-                "iteration {}: train {:.4}, validation {:.4}, imbalance {:.3}, overflow {:.3}, moved {}",
+                "min freq {} ufactor {} iteration {}: train {:.4}, validation {:.4}, imbalance {:.3}, overflow {:.3}, moved {}",
+                it.min_term_freq,
+                it.ufactor,
                 it.iteration,
                 it.train_miss_bytes_ratio,
                 it.validation_miss_bytes_ratio,

@@ -1,0 +1,714 @@
+//! `ballot replay`: a load generator that replays a query log against a live replica or
+//! balancer over HTTP and reports throughput, latency percentiles and errors by kind, and,
+//! with `--stats-from`, the cluster's measured miss bytes ratio from the replicas' counters.
+//!
+//! Two disciplines, after the load-testing literature:
+//! - **Open loop** (`--rate`): requests leave on a fixed schedule whatever the answers do,
+//!   and latency is measured from each request's *intended* send time, so a stalled server
+//!   cannot hide its queue by slowing the client down ("coordinated omission", Gil Tene;
+//!   wrk2). Outstanding requests are capped; past the cap a request is counted as an
+//!   `overload` error instead of growing memory without bound.
+//! - **Closed loop** (`--concurrency N`): N workers each send the next query when the
+//!   previous one is answered (the classic wrk/ab model); latency is per request.
+//!
+//! Latency goes into a log-bucketed HDR-style histogram (`histogram`). Every loop is bounded
+//! by the log part, `--queries` and `--duration`; Ctrl-C stops at once, cancels what is in
+//! flight and still reports what was measured.
+
+mod client;
+mod histogram;
+mod stats;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, ValueEnum};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use serde_json::{json, Value};
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use self::client::{check_reachable, get, BaseUrl, HttpClient};
+use self::histogram::Histogram;
+use self::stats::ClusterStats;
+use crate::inputs::{LogArgs, SplitArgs};
+use crate::progress::Stage;
+
+/// Which part of the split log to replay.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Part {
+    /// The test part, in split order (what `ballot eval` counts).
+    Test,
+    /// The train part, in split order (e.g. to warm caches).
+    Train,
+    /// Train then test.
+    All,
+}
+
+impl Part {
+    fn name(self) -> &'static str {
+        match self {
+            Part::Test => "test",
+            Part::Train => "train",
+            Part::All => "all",
+        }
+    }
+}
+
+/// Arguments of `ballot replay`.
+#[derive(Args, Debug)]
+pub struct ReplayArgs {
+    /// Base URL of a replica or of the balancer, e.g. http://127.0.0.1:8080.
+    #[arg(long)]
+    pub target: String,
+    #[command(flatten)]
+    pub log: LogArgs,
+    #[command(flatten)]
+    pub split: SplitArgs,
+    /// Part of the split log to replay.
+    #[arg(long, value_enum, default_value_t = Part::Test)]
+    pub part: Part,
+    /// Open loop: send this many queries per second on a fixed schedule.
+    #[arg(long, conflicts_with = "concurrency", allow_hyphen_values = true)]
+    pub rate: Option<String>,
+    /// Closed loop: this many workers, each sending its next query when answered
+    /// (the default, with 8 workers, when neither --rate nor --concurrency is given).
+    #[arg(long)]
+    pub concurrency: Option<usize>,
+    /// Stop after this many queries (default: the whole part).
+    #[arg(long)]
+    pub queries: Option<usize>,
+    /// Stop issuing queries after this long (`30s`, `500ms`, `2m`, or seconds).
+    #[arg(long)]
+    pub duration: Option<String>,
+    /// Results requested per query (`k=`).
+    #[arg(long, default_value_t = 10)]
+    pub k: usize,
+    /// Per-request timeout (connect, answer and body).
+    #[arg(long, default_value = "10s")]
+    pub timeout: String,
+    /// Bound of the start-up reachability check of --target and --stats-from.
+    #[arg(long, default_value = "2s")]
+    pub connect_timeout: String,
+    /// Open loop: most requests in flight; past it a request counts as an `overload` error.
+    #[arg(long, default_value_t = 10_000)]
+    pub max_outstanding: usize,
+    /// Replica base URLs whose `GET /stats` is read before and after (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    pub stats_from: Vec<String>,
+    /// Write the report as JSON here.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+/// Parses `1.5s`, `250ms`, `2m`, `1h` or a bare number of seconds.
+pub fn parse_duration(s: &str) -> Option<Duration> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let v: f64 = num.parse().ok()?;
+    let secs = match unit.trim() {
+        "" | "s" => v,
+        "ms" => v / 1e3,
+        "us" => v / 1e6,
+        "m" | "min" => v * 60.0,
+        "h" => v * 3600.0,
+        _ => return None,
+    };
+    Duration::try_from_secs_f64(secs).ok()
+}
+
+fn duration_arg(s: &str, what: &str) -> Result<Duration> {
+    match parse_duration(s) {
+        Some(d) if !d.is_zero() => Ok(d),
+        _ => bail!("{what} {s:?} is not a positive duration like 30s, 500ms or 2m"),
+    }
+}
+
+/// The load discipline.
+#[derive(Clone, Copy, Debug)]
+enum Mode {
+    Open { rate: f64 },
+    Closed { workers: usize },
+}
+
+/// Validated settings.
+struct Plan {
+    target: BaseUrl,
+    stats_from: Vec<BaseUrl>,
+    mode: Mode,
+    duration: Option<Duration>,
+    timeout: Duration,
+    connect_timeout: Duration,
+    max_outstanding: usize,
+    k: usize,
+}
+
+fn plan(args: &ReplayArgs) -> Result<Plan> {
+    let target = BaseUrl::parse(&args.target, "--target")?;
+    let stats_from = args
+        .stats_from
+        .iter()
+        .map(|u| BaseUrl::parse(u.trim(), "--stats-from"))
+        .collect::<Result<Vec<_>>>()?;
+    let mode = match (&args.rate, args.concurrency) {
+        (Some(r), _) => {
+            let rate: f64 = r
+                .trim()
+                .parse()
+                .ok()
+                .filter(|v: &f64| v.is_finite() && *v > 0.0 && *v <= 1e7)
+                .with_context(|| {
+                    format!("--rate {r:?} is not a number of queries per second in (0, 1e7]")
+                })?;
+            Mode::Open { rate }
+        }
+        (None, Some(0)) => bail!("--concurrency must be at least 1"),
+        (None, Some(n)) if n > 100_000 => bail!("--concurrency {n} is above 100000"),
+        (None, Some(n)) => Mode::Closed { workers: n },
+        (None, None) => Mode::Closed { workers: 8 },
+    };
+    if args.queries == Some(0) {
+        bail!("--queries must be at least 1");
+    }
+    if args.max_outstanding == 0 {
+        bail!("--max-outstanding must be at least 1");
+    }
+    if args.k > 1000 {
+        bail!("--k must be at most 1000");
+    }
+    Ok(Plan {
+        target,
+        stats_from,
+        mode,
+        duration: args
+            .duration
+            .as_deref()
+            .map(|d| duration_arg(d, "--duration"))
+            .transpose()?,
+        timeout: duration_arg(&args.timeout, "--timeout")?,
+        connect_timeout: duration_arg(&args.connect_timeout, "--connect-timeout")?,
+        max_outstanding: args.max_outstanding,
+        k: args.k,
+    })
+}
+
+/// Everything measured, shared by the request tasks.
+#[derive(Default)]
+struct Tally {
+    /// Latency of the 2xx answers (open loop: from the intended send time).
+    latency: Histogram,
+    /// Open loop: latency from the actual send time.
+    service: Histogram,
+    ok: u64,
+    errors: BTreeMap<String, u64>,
+    cancelled: u64,
+}
+
+struct Shared {
+    tally: Mutex<Tally>,
+    done: AtomicU64,
+    failed: AtomicU64,
+}
+
+impl Shared {
+    fn tally(&self) -> std::sync::MutexGuard<'_, Tally> {
+        // A poisoned lock only means a task panicked mid-update; the counts stay usable.
+        self.tally.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Counts an open-loop answer: latency from the intended and from the actual send.
+    fn ok(&self, latency: Duration, service: Duration) {
+        {
+            let mut t = self.tally();
+            t.ok += 1;
+            t.latency.record(latency.as_nanos() as u64);
+            t.service.record(service.as_nanos() as u64);
+        }
+        self.done.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn error(&self, kind: String) {
+        *self.tally().errors.entry(kind).or_insert(0) += 1;
+        self.done.fetch_add(1, Ordering::Relaxed);
+        self.failed.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn cancelled(&self) {
+        self.tally().cancelled += 1;
+    }
+}
+
+/// What one replay measured.
+struct Outcome {
+    sent: u64,
+    elapsed: Duration,
+    interrupted: bool,
+    tally: Tally,
+    stats: Option<ClusterStats>,
+}
+
+/// Runs `ballot replay`.
+pub fn run(args: &ReplayArgs) -> Result<()> {
+    let plan = plan(args)?;
+    let stage = Stage::start("reading log");
+    let dataset = args.log.load()?;
+    stage.finish(&format!(
+        "{} queries from {}",
+        dataset.queries.len(),
+        dataset.label
+    ));
+    if let Some(s) = &dataset.read_summary {
+        eprintln!("{s}");
+    }
+    let order = args.split.apply(&dataset)?;
+    let ids = match args.part {
+        Part::Test => order.test(),
+        Part::Train => order.train(),
+        Part::All => &order.order[..],
+    };
+    let limit = args.queries.unwrap_or(usize::MAX).min(ids.len());
+    if limit == 0 {
+        bail!("{}: the {} part is empty", dataset.label, args.part.name());
+    }
+    let queries: Arc<Vec<String>> = Arc::new(
+        ids[..limit]
+            .iter()
+            .map(|&i| dataset.queries[i as usize].clone())
+            .collect(),
+    );
+    drop(dataset);
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the tokio runtime")?;
+    let out = rt.block_on(replay(&plan, queries.clone()))?;
+    // Tasks cancelled by Ctrl-C may still hold pooled connections; do not wait for them.
+    rt.shutdown_timeout(Duration::from_millis(200));
+
+    let report = report_json(args, &plan, queries.len(), &out);
+    print_report(&plan, &out);
+    if let Some(path) = &args.json {
+        write_json(path, &report)?;
+    }
+    Ok(())
+}
+
+async fn replay(plan: &Plan, queries: Arc<Vec<String>>) -> Result<Outcome> {
+    check_reachable(&plan.target, "--target", plan.connect_timeout).await?;
+    for s in &plan.stats_from {
+        check_reachable(s, "--stats-from", plan.connect_timeout).await?;
+    }
+    let idle = match plan.mode {
+        Mode::Closed { workers } => workers.max(16),
+        Mode::Open { .. } => plan.max_outstanding.min(1024),
+    };
+    let client = client::client(plan.connect_timeout, idle);
+    let mut before = Vec::new();
+    for s in &plan.stats_from {
+        before.push(stats::fetch(&client, s, plan.timeout).await?);
+    }
+
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let interrupt = tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            let _ = stop_tx.send(true);
+        }
+    });
+
+    let shared = Arc::new(Shared {
+        tally: Mutex::new(Tally::default()),
+        done: AtomicU64::new(0),
+        failed: AtomicU64::new(0),
+    });
+    let planned = match plan.mode {
+        Mode::Open { rate } => match plan.duration {
+            Some(d) => queries.len().min((d.as_secs_f64() * rate).ceil() as usize),
+            None => queries.len(),
+        },
+        Mode::Closed { .. } => queries.len(),
+    };
+    let bar = progress_bar(planned as u64, shared.clone());
+    let start = Instant::now();
+    let sent = match plan.mode {
+        Mode::Open { rate } => {
+            open_loop(
+                plan,
+                rate,
+                &client,
+                &queries,
+                &shared,
+                stop_rx.clone(),
+                start,
+            )
+            .await
+        }
+        Mode::Closed { workers } => {
+            closed_loop(
+                plan,
+                workers,
+                &client,
+                &queries,
+                &shared,
+                stop_rx.clone(),
+                start,
+            )
+            .await
+        }
+    };
+    let elapsed = start.elapsed();
+    let interrupted = *stop_rx.borrow();
+    interrupt.abort();
+    bar.finish_and_clear();
+
+    let stats = if plan.stats_from.is_empty() {
+        None
+    } else {
+        let mut after = Vec::new();
+        for s in &plan.stats_from {
+            after.push(stats::fetch(&client, s, plan.timeout).await?);
+        }
+        Some(stats::summarize(&plan.stats_from, &before, &after))
+    };
+    let tally = std::mem::take(&mut *shared.tally());
+    Ok(Outcome {
+        sent,
+        elapsed,
+        interrupted,
+        tally,
+        stats,
+    })
+}
+
+/// Resolves once Ctrl-C was pressed (never, if the signal task is gone without a press).
+async fn stopped(stop: &mut watch::Receiver<bool>) {
+    if stop.wait_for(|s| *s).await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
+/// A bar over the planned queries, fed every 100 ms from the shared counters (hidden when
+/// stderr is not a terminal).
+fn progress_bar(len: u64, shared: Arc<Shared>) -> ProgressBar {
+    let bar = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr());
+    if let Ok(style) =
+        ProgressStyle::with_template("{bar:30} {pos}/{len} {per_sec} {msg} [{elapsed}]")
+    {
+        bar.set_style(style);
+    }
+    let b = bar.clone();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_millis(100));
+        while !b.is_finished() {
+            tick.tick().await;
+            b.set_position(shared.done.load(Ordering::Relaxed));
+            b.set_message(format!("errors {}", shared.failed.load(Ordering::Relaxed)));
+        }
+    });
+    bar
+}
+
+/// Sends query `i` on a fixed schedule; returns how many requests left (overloads excluded).
+async fn open_loop(
+    plan: &Plan,
+    rate: f64,
+    client: &HttpClient,
+    queries: &Arc<Vec<String>>,
+    shared: &Arc<Shared>,
+    mut stop: watch::Receiver<bool>,
+    start: Instant,
+) -> u64 {
+    let outstanding = Arc::new(AtomicUsize::new(0));
+    let mut sent = 0;
+    for i in 0..queries.len() {
+        let offset = Duration::from_secs_f64(i as f64 / rate);
+        if plan.duration.is_some_and(|d| offset >= d) {
+            break;
+        }
+        let intended = start + offset;
+        if intended > Instant::now() {
+            tokio::select! {
+                _ = tokio::time::sleep_until(intended) => {}
+                _ = stopped(&mut stop) => {}
+            }
+        }
+        if *stop.borrow() {
+            break;
+        }
+        if outstanding.load(Ordering::Acquire) >= plan.max_outstanding {
+            shared.error("overload".into());
+            continue;
+        }
+        outstanding.fetch_add(1, Ordering::AcqRel);
+        sent += 1;
+        let url = plan.target.search(&queries[i], plan.k);
+        let (client, shared, outstanding) = (client.clone(), shared.clone(), outstanding.clone());
+        let mut stop = stop.clone();
+        let timeout = plan.timeout;
+        tokio::spawn(async move {
+            let sent_at = Instant::now();
+            tokio::select! {
+                r = get(&client, &url, timeout) => match r {
+                    Ok(_) => shared.ok(intended.elapsed(), sent_at.elapsed()),
+                    Err(f) => shared.error(f.kind()),
+                },
+                _ = stopped(&mut stop) => shared.cancelled(),
+            }
+            outstanding.fetch_sub(1, Ordering::AcqRel);
+        });
+    }
+    // Each request ends within its timeout, or at once on Ctrl-C.
+    while outstanding.load(Ordering::Acquire) > 0 {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    sent
+}
+
+/// `workers` tasks share one cursor over the queries.
+async fn closed_loop(
+    plan: &Plan,
+    workers: usize,
+    client: &HttpClient,
+    queries: &Arc<Vec<String>>,
+    shared: &Arc<Shared>,
+    stop: watch::Receiver<bool>,
+    start: Instant,
+) -> u64 {
+    let next = Arc::new(AtomicUsize::new(0));
+    let sent = Arc::new(AtomicU64::new(0));
+    let deadline = plan.duration.map(|d| start + d);
+    let mut handles = Vec::with_capacity(workers);
+    for _ in 0..workers.min(queries.len()) {
+        let (client, shared, queries) = (client.clone(), shared.clone(), queries.clone());
+        let (next, sent, mut stop) = (next.clone(), sent.clone(), stop.clone());
+        let (target, k, timeout) = (plan.target.clone(), plan.k, plan.timeout);
+        handles.push(tokio::spawn(async move {
+            // Latencies stay in the worker and are merged once at the end: no lock per answer.
+            let mut local = Histogram::new();
+            let mut ok = 0;
+            loop {
+                if *stop.borrow() || deadline.is_some_and(|d| Instant::now() >= d) {
+                    break;
+                }
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= queries.len() {
+                    break;
+                }
+                sent.fetch_add(1, Ordering::Relaxed);
+                let url = target.search(&queries[i], k);
+                let t0 = Instant::now();
+                tokio::select! {
+                    r = get(&client, &url, timeout) => match r {
+                        Ok(_) => {
+                            local.record(t0.elapsed().as_nanos() as u64);
+                            ok += 1;
+                            shared.done.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Err(f) => shared.error(f.kind()),
+                    },
+                    _ = stopped(&mut stop) => {
+                        shared.cancelled();
+                        break;
+                    }
+                }
+            }
+            let mut t = shared.tally();
+            t.latency.merge(&local);
+            t.ok += ok;
+        }));
+    }
+    for h in handles {
+        let _ = h.await;
+    }
+    sent.load(Ordering::Relaxed)
+}
+
+/// Writes pretty JSON, naming the file on failure.
+fn write_json(path: &std::path::Path, doc: &Value) -> Result<()> {
+    let text = serde_json::to_string_pretty(doc)?;
+    std::fs::write(path, text + "\n").with_context(|| format!("{}: cannot write", path.display()))
+}
+
+fn ms(ns: u64) -> f64 {
+    ns as f64 / 1e6
+}
+
+fn latency_json(h: &Histogram) -> Value {
+    json!({
+        "count": h.len(),
+        "mean": h.mean() / 1e6,
+        "min": ms(h.min()),
+        "p50": ms(h.percentile(50.0)),
+        "p90": ms(h.percentile(90.0)),
+        "p99": ms(h.percentile(99.0)),
+        "p999": ms(h.percentile(99.9)),
+        "max": ms(h.max()),
+    })
+}
+
+fn throughput(out: &Outcome) -> f64 {
+    let s = out.elapsed.as_secs_f64();
+    if s > 0.0 {
+        out.tally.ok as f64 / s
+    } else {
+        0.0
+    }
+}
+
+fn report_json(args: &ReplayArgs, plan: &Plan, available: usize, out: &Outcome) -> Value {
+    let t = &out.tally;
+    let (mode, rate, workers) = match plan.mode {
+        Mode::Open { rate } => ("open", Some(rate), None),
+        Mode::Closed { workers } => ("closed", None, Some(workers)),
+    };
+    json!({
+        "config": {
+            "target": plan.target.text,
+            "log": args.log.log.as_ref().map_or_else(
+                || format!("synthetic default ({} queries, seed {})", args.log.synth_queries, args.log.synth_seed),
+                |p| p.display().to_string()),
+            "part": args.part.name(),
+            "mode": mode,
+            "rate": rate,
+            "concurrency": workers,
+            "queries_available": available,
+            "duration_s": plan.duration.map(|d| d.as_secs_f64()),
+            "k": plan.k,
+            "timeout_s": plan.timeout.as_secs_f64(),
+            "max_outstanding": plan.max_outstanding,
+            "stats_from": plan.stats_from.iter().map(|u| u.text.clone()).collect::<Vec<_>>(),
+        },
+        "sent": out.sent,
+        "ok": t.ok,
+        "errors": t.errors,
+        "error_total": t.errors.values().sum::<u64>(),
+        "cancelled": t.cancelled,
+        "interrupted": out.interrupted,
+        "elapsed_s": out.elapsed.as_secs_f64(),
+        "throughput_qps": throughput(out),
+        "latency_ms": latency_json(&t.latency),
+        "service_latency_ms": matches!(plan.mode, Mode::Open { .. }).then(|| latency_json(&t.service)),
+        "stats": out.stats,
+    })
+}
+
+fn print_report(plan: &Plan, out: &Outcome) {
+    let t = &out.tally;
+    let mode = match plan.mode {
+        Mode::Open { rate } => format!("open loop at {rate} queries/s"),
+        Mode::Closed { workers } => format!("closed loop, {workers} workers"),
+    };
+    println!("target      {} ({mode})", plan.target.text);
+    if out.interrupted {
+        println!("interrupted by Ctrl-C: {} requests cancelled", t.cancelled);
+    }
+    let errors: Vec<String> = t.errors.iter().map(|(k, v)| format!("{k} {v}")).collect();
+    println!(
+        "sent        {}  ok {}  errors {}{}",
+        out.sent,
+        t.ok,
+        t.errors.values().sum::<u64>(),
+        if errors.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", errors.join(", "))
+        }
+    );
+    println!(
+        "elapsed     {:.2}s  throughput {:.1} ok/s",
+        out.elapsed.as_secs_f64(),
+        throughput(out)
+    );
+    let h = &t.latency;
+    if h.is_empty() {
+        println!("latency ms  - (no successful answer)");
+        return print_stats(out);
+    }
+    println!(
+        "latency ms  p50 {:.3}  p90 {:.3}  p99 {:.3}  p99.9 {:.3}  max {:.3}  mean {:.3}{}",
+        ms(h.percentile(50.0)),
+        ms(h.percentile(90.0)),
+        ms(h.percentile(99.0)),
+        ms(h.percentile(99.9)),
+        ms(h.max()),
+        h.mean() / 1e6,
+        if matches!(plan.mode, Mode::Open { .. }) {
+            " (from intended send time)"
+        } else {
+            ""
+        }
+    );
+    print_stats(out);
+}
+
+fn print_stats(out: &Outcome) {
+    if let Some(s) = &out.stats {
+        println!(
+            "{:<32} {:>9} {:>7} {:>14} {:>14} {:>10} {:>14} {:>14}",
+            "replica",
+            "queries",
+            "share",
+            "hit_bytes",
+            "miss_bytes",
+            "miss_bytes",
+            "flash_bytes",
+            "cache_bytes"
+        );
+        let field =
+            |r: &stats::ReplicaDelta, k: &str| r.delta.get(k).and_then(Value::as_u64).unwrap_or(0);
+        let ratio = |r: Option<f64>| r.map_or_else(|| "-".to_owned(), |v| format!("{v:.4}"));
+        for r in &s.replicas {
+            println!(
+                "{:<32} {:>9} {:>7.3} {:>14} {:>14} {:>10} {:>14} {:>14}",
+                r.url,
+                field(r, "queries"),
+                r.query_share,
+                field(r, "hit_bytes"),
+                field(r, "miss_bytes"),
+                ratio(r.miss_bytes_ratio),
+                field(r, "flash_bytes"),
+                field(r, "cache_bytes")
+            );
+        }
+        println!(
+            "{:<32} {:>9} {:>7} {:>14} {:>14} {:>10} {:>14}",
+            "cluster",
+            s.queries,
+            "1.000",
+            s.hit_bytes,
+            s.miss_bytes,
+            ratio(s.miss_bytes_ratio),
+            s.flash_bytes
+        );
+        println!(
+            "cluster miss bytes ratio {}  miss ratio {}  imbalance {}",
+            ratio(s.miss_bytes_ratio),
+            ratio(s.miss_ratio),
+            s.imbalance
+                .map_or_else(|| "-".to_owned(), |v| format!("{v:.3}"))
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("1s"), Some(Duration::from_secs(1)));
+        assert_eq!(parse_duration("250ms"), Some(Duration::from_millis(250)));
+        assert_eq!(parse_duration("1.5"), Some(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("2m"), Some(Duration::from_secs(120)));
+        assert_eq!(parse_duration("abc"), None);
+        assert_eq!(parse_duration("1x"), None);
+        assert_eq!(parse_duration("-1s"), None);
+    }
+}

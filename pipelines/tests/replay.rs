@@ -1,0 +1,376 @@
+//! `ballot replay` against a tiny loopback HTTP/1.1 server written here (std::net, one
+//! thread per connection, keep-alive): `/search` answers a small JSON (or a status the test
+//! chooses) and `/stats` serves counters the test controls. Each test is bounded to seconds.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::{ballot, stderr, stdout};
+use serde_json::Value;
+
+/// What the fake replica does.
+#[derive(Clone, Copy)]
+struct Behavior {
+    /// Every `fail_every`-th search (1-based) answers 503; 0 never.
+    fail_every: u64,
+    /// Bytes added to hit_bytes / miss_bytes by every search.
+    hit_bytes: u64,
+    miss_bytes: u64,
+    /// Counters before the first search.
+    base: u64,
+    /// Delay of each search answer.
+    delay: Duration,
+}
+
+impl Default for Behavior {
+    fn default() -> Self {
+        Behavior {
+            fail_every: 0,
+            hit_bytes: 30,
+            miss_bytes: 10,
+            base: 0,
+            delay: Duration::ZERO,
+        }
+    }
+}
+
+struct Server {
+    url: String,
+    searches: Arc<AtomicU64>,
+    paths: Arc<Mutex<Vec<String>>>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+}
+
+fn serve(b: Behavior) -> Server {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let searches = Arc::new(AtomicU64::new(0));
+    let paths = Arc::new(Mutex::new(Vec::new()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let (s, p, st) = (searches.clone(), paths.clone(), stop.clone());
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            if st.load(Ordering::SeqCst) {
+                break;
+            }
+            let Ok(conn) = conn else { continue };
+            let (s, p) = (s.clone(), p.clone());
+            std::thread::spawn(move || handle(conn, b, &s, &p));
+        }
+    });
+    Server {
+        url,
+        searches,
+        paths,
+        stop,
+    }
+}
+
+fn handle(conn: TcpStream, b: Behavior, searches: &AtomicU64, paths: &Mutex<Vec<String>>) {
+    let _ = conn.set_nodelay(true);
+    let mut reader = BufReader::new(conn.try_clone().unwrap());
+    let mut out = conn;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return;
+        }
+        // Skip the headers (GET has no body).
+        loop {
+            let mut h = String::new();
+            if reader.read_line(&mut h).unwrap_or(0) == 0 {
+                return;
+            }
+            if h == "\r\n" || h == "\n" {
+                break;
+            }
+        }
+        let path = line.split(' ').nth(1).unwrap_or("").to_owned();
+        let (status, body) = if path.starts_with("/search") {
+            let n = searches.fetch_add(1, Ordering::SeqCst) + 1;
+            {
+                let mut p = paths.lock().unwrap();
+                if p.len() < 1000 {
+                    p.push(path.clone());
+                }
+            }
+            if !b.delay.is_zero() {
+                std::thread::sleep(b.delay);
+            }
+            if b.fail_every > 0 && n % b.fail_every == 0 {
+                (503, r#"{"error":"overloaded"}"#.to_owned())
+            } else {
+                (200, r#"{"doc_ids":[1,2,3],"total_hits":3}"#.to_owned())
+            }
+        } else if path.starts_with("/stats") {
+            let n = searches.load(Ordering::SeqCst);
+            let body = serde_json::json!({
+                "queries": b.base + n,
+                "lookups": b.base + 2 * n,
+                "hits": b.base + n,
+                "misses": b.base + n,
+                "hit_bytes": b.base + b.hit_bytes * n,
+                "miss_bytes": b.base + b.miss_bytes * n,
+                "flash_bytes": b.base + b.miss_bytes * n,
+                "cache_bytes": 777,
+                "inflight": 0,
+                "errors": 0,
+                "replica": "fake",
+            });
+            (200, body.to_string())
+        } else {
+            (404, r#"{"error":"not found"}"#.to_owned())
+        };
+        let resp = format!(
+            "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        if out.write_all(resp.as_bytes()).is_err() {
+            return;
+        }
+    }
+}
+
+/// Small synthetic log, so generating it costs little (its test part has 4,000 queries).
+const SMALL: [&str; 2] = ["--synth-queries", "20000"];
+
+fn replay(args: &[&str]) -> (std::process::Output, Option<Value>) {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("out.json");
+    let json_s = json.display().to_string();
+    let mut all = vec!["replay"];
+    all.extend_from_slice(&SMALL);
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["--json", &json_s]);
+    let out = ballot(&all);
+    let doc = std::fs::read_to_string(&json)
+        .ok()
+        .map(|t| serde_json::from_str(&t).unwrap());
+    (out, doc)
+}
+
+fn ok_run(args: &[&str]) -> Value {
+    let (out, doc) = replay(args);
+    assert!(
+        out.status.success(),
+        "{args:?} failed: {}\n{}",
+        stderr(&out),
+        stdout(&out)
+    );
+    assert!(!stderr(&out).contains("panicked"));
+    doc.expect("the JSON report was written")
+}
+
+#[test]
+fn closed_loop_counts_match_the_server() {
+    let srv = serve(Behavior::default());
+    let doc = ok_run(&[
+        "--target",
+        &srv.url,
+        "--concurrency",
+        "4",
+        "--queries",
+        "500",
+    ]);
+    assert_eq!(srv.searches.load(Ordering::SeqCst), 500);
+    assert_eq!(doc["sent"], 500);
+    assert_eq!(doc["ok"], 500);
+    assert_eq!(doc["error_total"], 0);
+    assert_eq!(doc["errors"], serde_json::json!({}));
+    assert_eq!(doc["latency_ms"]["count"], 500);
+    assert_eq!(doc["config"]["mode"], "closed");
+    let lat = &doc["latency_ms"];
+    let (p50, p99, max) = (
+        lat["p50"].as_f64().unwrap(),
+        lat["p99"].as_f64().unwrap(),
+        lat["max"].as_f64().unwrap(),
+    );
+    assert!(0.0 < p50 && p50 <= p99 && p99 <= max, "{lat}");
+    assert!(doc["throughput_qps"].as_f64().unwrap() > 0.0);
+    // Every query is percent-encoded: no raw space or reserved byte in the request target.
+    for p in srv.paths.lock().unwrap().iter() {
+        let q = p
+            .strip_prefix("/search?q=")
+            .and_then(|r| r.strip_suffix("&k=10"))
+            .unwrap_or_else(|| panic!("unexpected path {p}"));
+        assert!(!q.is_empty());
+        assert!(
+            q.bytes()
+                .all(|c| c.is_ascii_alphanumeric() || b"%-._~".contains(&c)),
+            "{p}"
+        );
+    }
+}
+
+#[test]
+fn open_loop_keeps_the_rate() {
+    let srv = serve(Behavior::default());
+    let started = Instant::now();
+    let doc = ok_run(&["--target", &srv.url, "--rate", "2000", "--duration", "1s"]);
+    let seen = srv.searches.load(Ordering::SeqCst) as f64;
+    assert!((1700.0..=2300.0).contains(&seen), "server saw {seen}");
+    assert_eq!(doc["sent"].as_f64().unwrap(), seen);
+    assert_eq!(doc["ok"].as_f64().unwrap(), seen);
+    assert_eq!(doc["config"]["mode"], "open");
+    assert!(doc["service_latency_ms"]["count"].as_u64().unwrap() > 0);
+    let elapsed = doc["elapsed_s"].as_f64().unwrap();
+    assert!((0.9..3.0).contains(&elapsed), "elapsed {elapsed}");
+    assert!(started.elapsed() < Duration::from_secs(30));
+}
+
+#[test]
+fn http_errors_are_counted_by_status() {
+    let srv = serve(Behavior {
+        fail_every: 5,
+        ..Behavior::default()
+    });
+    let doc = ok_run(&[
+        "--target",
+        &srv.url,
+        "--concurrency",
+        "2",
+        "--queries",
+        "200",
+    ]);
+    assert_eq!(doc["errors"]["http_503"], 40);
+    assert_eq!(doc["error_total"], 40);
+    assert_eq!(doc["ok"], 160);
+    assert_eq!(doc["latency_ms"]["count"], 160);
+}
+
+#[test]
+fn stats_deltas_give_the_miss_bytes_ratio() {
+    let a = serve(Behavior {
+        base: 1_000_000,
+        ..Behavior::default()
+    });
+    let b = serve(Behavior {
+        base: 5_000,
+        hit_bytes: 0,
+        miss_bytes: 0,
+        ..Behavior::default()
+    });
+    let from = format!("{},{}", a.url, b.url);
+    let (out, doc) = replay(&[
+        "--target",
+        &a.url,
+        "--concurrency",
+        "3",
+        "--queries",
+        "300",
+        "--stats-from",
+        &from,
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let doc = doc.unwrap();
+    let s = &doc["stats"];
+    // Deltas only: 30 hit bytes and 10 miss bytes per query on replica a, nothing on b.
+    assert_eq!(s["hit_bytes"], 9000);
+    assert_eq!(s["miss_bytes"], 3000);
+    assert_eq!(s["flash_bytes"], 3000);
+    assert_eq!(s["miss_bytes_ratio"], 0.25);
+    assert_eq!(s["queries"], 300);
+    assert_eq!(s["replicas"][0]["query_share"], 1.0);
+    assert_eq!(s["replicas"][1]["query_share"], 0.0);
+    assert_eq!(s["replicas"][0]["delta"]["cache_bytes"], 777);
+    assert!(
+        stdout(&out).contains("miss bytes ratio 0.2500"),
+        "{}",
+        stdout(&out)
+    );
+}
+
+#[test]
+fn unreachable_target_fails_fast() {
+    let port = {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let url = format!("http://127.0.0.1:{port}");
+    let started = Instant::now();
+    let (out, doc) = replay(&["--target", &url, "--queries", "10"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("unreachable") && err.contains(&url), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(doc.is_none());
+    assert!(started.elapsed() < Duration::from_secs(20));
+}
+
+#[test]
+fn bad_arguments_are_clear_errors() {
+    let srv = serve(Behavior::default());
+    for (args, needle) in [
+        (vec!["--target", "localhost:80"], "--target"),
+        (vec!["--target", "https://x:1"], "only http://"),
+        (vec!["--target", &srv.url, "--rate", "0"], "--rate"),
+        (vec!["--target", &srv.url, "--rate", "fast"], "--rate"),
+        (vec!["--target", &srv.url, "--rate", "-5"], "--rate"),
+        (
+            vec!["--target", &srv.url, "--concurrency", "0"],
+            "--concurrency",
+        ),
+        (
+            vec!["--target", &srv.url, "--duration", "soon"],
+            "--duration",
+        ),
+        (
+            vec!["--target", &srv.url, "--stats-from", "nope"],
+            "--stats-from",
+        ),
+    ] {
+        let (out, _) = replay(&args);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+    assert_eq!(srv.searches.load(Ordering::SeqCst), 0);
+}
+
+#[test]
+fn ctrl_c_stops_and_still_reports() {
+    let srv = serve(Behavior {
+        delay: Duration::from_millis(20),
+        ..Behavior::default()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("out.json");
+    let child = Command::new(env!("CARGO_BIN_EXE_ballot"))
+        .args(["replay", SMALL[0], SMALL[1], "--target", &srv.url])
+        .args(["--concurrency", "4", "--json"])
+        .arg(&json)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until requests flow, then interrupt.
+    let t0 = Instant::now();
+    while srv.searches.load(Ordering::SeqCst) < 20 && t0.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let pid = child.id().to_string();
+    let killed = Command::new("kill").args(["-INT", &pid]).status().unwrap();
+    assert!(killed.success());
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("interrupted"), "{}", stdout(&out));
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(doc["interrupted"], true);
+    let ok = doc["ok"].as_u64().unwrap();
+    assert!((16..4000).contains(&ok), "ok {ok}");
+    assert_eq!(doc["error_total"], 0);
+    assert!(t0.elapsed() < Duration::from_secs(20));
+}
