@@ -16,7 +16,10 @@
 # CACHE_BYTES per replica (5% of the index), FLASH_MBPS (400, emulated per replica),
 # FLASH_US (100 us per read), VOCAB (20000 most frequent words drawn from), BENCH_TABLE
 # (a table.parquet for 3 replicas; default: term-vote), BACKENDS (replica, or static: three
-# HAProxy frontends that answer 200 at once, to measure the balancers' own overhead).
+# HAProxy frontends that answer 200 at once, to measure the balancers' own overhead; static
+# needs no index, only the log's sizes), LB_THREADS (2: HAProxy's nbthread and ballot's
+# --workers), BALLOT_ARGS (extra balancer flags; default --workers $LB_THREADS), SKIP_BUILD=1
+# (use the binaries already in target/release).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -41,7 +44,7 @@ if ! command -v haproxy >/dev/null || ! command -v wrk >/dev/null; then
   $SUDO apt-get update && $SUDO apt-get install -y haproxy wrk
 fi
 BACKENDS=${BACKENDS:-replica}
-# Both balancers get the same number of threads: HAProxy's nbthread, ballot's Tokio workers.
+# Both balancers get the same number of threads: HAProxy's nbthread, ballot's --workers.
 LB_THREADS=${LB_THREADS:-2}
 BALLOT_ARGS=${BALLOT_ARGS-"--workers $LB_THREADS"}
 if [ "${SKIP_BUILD:-0}" != 1 ]; then
@@ -235,9 +238,10 @@ if [ "$BACKENDS" = static ]; then
 else
   echo "backends: 3 x replica, cache $CACHE_BYTES bytes each, flash $FLASH_MBPS MB/s + $FLASH_US us"
 fi
-echo "balancer threads: $LB_THREADS (HAProxy nbthread, ballot Tokio workers)"
+echo "balancer threads: $LB_THREADS (HAProxy nbthread, ballot --workers)"
 echo "load: wrk -t$THREADS -c$CONNS -d$DURATION (after $WARMUP warmup), alternating, $ROUNDS rounds"
 printf '%-8s %-6s %12s %10s  %s\n' lb round "requests/s" "p99 ms" "errors"
+RATIOS=()
 for round in $(seq 1 "$ROUNDS"); do
   for lb in haproxy ballot; do
     port=$HAPROXY_PORT
@@ -248,6 +252,17 @@ for round in $(seq 1 "$ROUNDS"); do
     printf '%-8s %-6s %12s %10s  %s\n' "$lb" "$round" "$(rps "$f")" "$(p99_ms "$f")" "$(errors "$f")"
     cp "$f" "$BENCH_DIR/wrk-$lb-round$round.txt"
   done
+  RATIOS+=("$(awk -v hr="$(rps "$BENCH_DIR/wrk-haproxy-round$round.txt")" \
+    -v br="$(rps "$BENCH_DIR/wrk-ballot-round$round.txt")" \
+    -v hp="$(p99_ms "$BENCH_DIR/wrk-haproxy-round$round.txt")" \
+    -v bp="$(p99_ms "$BENCH_DIR/wrk-ballot-round$round.txt")" \
+    'BEGIN { if (hr > 0 && hp > 0) printf "%.2f %.2f", br / hr, bp / hp; else print "- -" }')")
+done
+echo
+echo "ballot / haproxy per round (targets: requests/s >= 0.90, p99 <= 1.20):"
+for i in "${!RATIOS[@]}"; do
+  read -r rr pr <<<"${RATIOS[$i]}"
+  printf '  round %-3s requests/s x%s  p99 x%s\n' "$((i + 1))" "$rr" "$pr"
 done
 echo
 echo "raw wrk output: $BENCH_DIR/wrk-*-round*.txt"

@@ -77,6 +77,22 @@ pub struct Dataset {
 }
 
 impl LogArgs {
+    /// [`LogArgs::load`] as a reported stage: a spinner while reading, then one line with
+    /// the query count and, for files, the reading report (malformed lines, repeats).
+    pub fn load_reported(&self) -> Result<Dataset> {
+        let stage = crate::progress::Stage::start("reading log");
+        let dataset = self.load()?;
+        stage.finish(&format!(
+            "{} queries from {}",
+            dataset.queries.len(),
+            dataset.label
+        ));
+        if let Some(s) = &dataset.read_summary {
+            eprintln!("{s}");
+        }
+        Ok(dataset)
+    }
+
     /// Reads the log file, or generates the embedded default.
     pub fn load(&self) -> Result<Dataset> {
         match &self.log {

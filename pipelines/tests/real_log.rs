@@ -4,15 +4,23 @@
 
 mod common;
 
+use std::path::PathBuf;
+
 use common::{ballot, real_data, stderr};
+
+/// The standard evaluation's log and frequency table, or None (skip) when `BALLOT_DATA` is
+/// unset; a missing file with `BALLOT_DATA` set fails the test.
+fn standard_data() -> Option<(PathBuf, PathBuf)> {
+    let pair = real_data("aol-2006-1m-queries.txt.gz").zip(real_data("wordfreq-large-en.tsv.gz"));
+    if pair.is_none() {
+        eprintln!("BALLOT_DATA is unset: skipping the real-log evaluation");
+    }
+    pair
+}
 
 #[test]
 fn standard_evaluation_orders_the_policies() {
-    let (Some(log), Some(freq)) = (
-        real_data("aol-2006-1m-queries.txt.gz"),
-        real_data("wordfreq-large-en.tsv.gz"),
-    ) else {
-        eprintln!("BALLOT_DATA is unset: skipping the real-log evaluation");
+    let Some((log, freq)) = standard_data() else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -61,11 +69,7 @@ fn standard_evaluation_orders_the_policies() {
 
 #[test]
 fn learned_table_beats_every_balanced_policy_by_ten_percent() {
-    let (Some(log), Some(freq)) = (
-        real_data("aol-2006-1m-queries.txt.gz"),
-        real_data("wordfreq-large-en.tsv.gz"),
-    ) else {
-        eprintln!("BALLOT_DATA is unset: skipping the learner's standard evaluation");
+    let Some((log, freq)) = standard_data() else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();

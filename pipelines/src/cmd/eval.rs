@@ -263,16 +263,7 @@ pub(crate) fn validate(args: &EvalArgs) -> Result<()> {
 
 /// Reads, splits and tokenizes the log; returns its label and the trace.
 pub(crate) fn load_trace(args: &EvalArgs) -> Result<(String, Trace)> {
-    let stage = Stage::start("reading log");
-    let dataset = args.log.load()?;
-    stage.finish(&format!(
-        "{} queries from {}",
-        dataset.queries.len(),
-        dataset.label
-    ));
-    if let Some(s) = &dataset.read_summary {
-        eprintln!("{s}");
-    }
+    let dataset = args.log.load_reported()?;
     let sizes = args.sizes.load(&dataset)?;
     let order = args.split.apply(&dataset)?;
     let stage = Stage::start("tokenizing");

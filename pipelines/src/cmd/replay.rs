@@ -36,7 +36,6 @@ use self::client::{check_reachable, get, BaseUrl, HttpClient};
 use self::histogram::Histogram;
 use self::stats::ClusterStats;
 use crate::inputs::{LogArgs, SplitArgs};
-use crate::progress::Stage;
 
 /// Which part of the split log to replay.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -257,16 +256,7 @@ struct Outcome {
 /// Runs `ballot replay`.
 pub fn run(args: &ReplayArgs) -> Result<()> {
     let plan = plan(args)?;
-    let stage = Stage::start("reading log");
-    let dataset = args.log.load()?;
-    stage.finish(&format!(
-        "{} queries from {}",
-        dataset.queries.len(),
-        dataset.label
-    ));
-    if let Some(s) = &dataset.read_summary {
-        eprintln!("{s}");
-    }
+    let dataset = args.log.load_reported()?;
     let order = args.split.apply(&dataset)?;
     let ids = match args.part {
         Part::Test => order.test(),

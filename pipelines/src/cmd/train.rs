@@ -14,7 +14,6 @@ use learner::{train, TrainConfig};
 use super::eval::write_json;
 use crate::chart::{line_chart, Series};
 use crate::inputs::{LogArgs, SizeArgs, SplitArgs};
-use crate::progress::Stage;
 
 /// Arguments of `ballot train`.
 #[derive(Args, Debug)]
@@ -84,16 +83,7 @@ pub fn run(args: &TrainArgs) -> Result<()> {
     if args.cache_frac.is_nan() || args.cache_frac <= 0.0 || args.cache_frac > 1.0 {
         bail!("--cache-frac {} is not in (0, 1]", args.cache_frac);
     }
-    let stage = Stage::start("reading log");
-    let dataset = args.log.load()?;
-    stage.finish(&format!(
-        "{} queries from {}",
-        dataset.queries.len(),
-        dataset.label
-    ));
-    if let Some(s) = &dataset.read_summary {
-        eprintln!("{s}");
-    }
+    let dataset = args.log.load_reported()?;
     let sizes = args.sizes.load(&dataset)?;
     let order = args.split.apply(&dataset)?;
     // Capacity exactly as `ballot eval` defines it: a fraction of the distinct postings
