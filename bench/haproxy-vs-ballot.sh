@@ -250,12 +250,12 @@ for round in $(seq 1 "$ROUNDS"); do
     run_wrk "$lb" "$port" "$DURATION"
     f="$RUN/wrk-$lb.txt"
     printf '%-8s %-6s %12s %10s  %s\n' "$lb" "$round" "$(rps "$f")" "$(p99_ms "$f")" "$(errors "$f")"
-    cp "$f" "$BENCH_DIR/wrk-$lb-round$round.txt"
+    cp "$f" "$BENCH_DIR/wrk-$lb-t$LB_THREADS-round$round.txt"
   done
-  RATIOS+=("$(awk -v hr="$(rps "$BENCH_DIR/wrk-haproxy-round$round.txt")" \
-    -v br="$(rps "$BENCH_DIR/wrk-ballot-round$round.txt")" \
-    -v hp="$(p99_ms "$BENCH_DIR/wrk-haproxy-round$round.txt")" \
-    -v bp="$(p99_ms "$BENCH_DIR/wrk-ballot-round$round.txt")" \
+  RATIOS+=("$(awk -v hr="$(rps "$BENCH_DIR/wrk-haproxy-t$LB_THREADS-round$round.txt")" \
+    -v br="$(rps "$BENCH_DIR/wrk-ballot-t$LB_THREADS-round$round.txt")" \
+    -v hp="$(p99_ms "$BENCH_DIR/wrk-haproxy-t$LB_THREADS-round$round.txt")" \
+    -v bp="$(p99_ms "$BENCH_DIR/wrk-ballot-t$LB_THREADS-round$round.txt")" \
     'BEGIN { if (hr > 0 && hp > 0) printf "%.2f %.2f", br / hr, bp / hp; else print "- -" }')")
 done
 echo
@@ -265,4 +265,4 @@ for i in "${!RATIOS[@]}"; do
   printf '  round %-3s requests/s x%s  p99 x%s\n' "$((i + 1))" "$rr" "$pr"
 done
 echo
-echo "raw wrk output: $BENCH_DIR/wrk-*-round*.txt"
+echo "raw wrk output: $BENCH_DIR/wrk-*-t$LB_THREADS-round*.txt"
