@@ -230,7 +230,10 @@ pub fn train(
     else {
         return Err(TrainError::Config("no candidate was trained".into()));
     };
-    for (name, seconds) in ["aggregate", "graph", "partition", "refine"].iter().zip(secs) {
+    for (name, seconds) in ["aggregate", "graph", "partition", "refine"]
+        .iter()
+        .zip(secs)
+    {
         let t = StageTime {
             stage: (*name).to_owned(),
             seconds,
