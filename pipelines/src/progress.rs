@@ -29,6 +29,20 @@ impl Stage {
         }
     }
 
+    /// Prints a line to stderr without garbling the spinner (above it on a terminal).
+    pub fn println(&self, line: &str) {
+        if self.bar.is_hidden() {
+            eprintln!("{line}");
+        } else {
+            self.bar.println(line);
+        }
+    }
+
+    /// Replaces the spinner's message.
+    pub fn set_message(&self, message: String) {
+        self.bar.set_message(message);
+    }
+
     /// Seconds since the stage started.
     pub fn seconds(&self) -> f64 {
         self.started.elapsed().as_secs_f64()

@@ -14,6 +14,7 @@ use learner::{train, TrainConfig};
 use super::eval::write_json;
 use crate::chart::{line_chart, Series};
 use crate::inputs::{LogArgs, SizeArgs, SplitArgs};
+use crate::progress::Stage;
 
 /// Arguments of `ballot train`.
 #[derive(Args, Debug)]
@@ -120,13 +121,18 @@ pub fn run(args: &TrainArgs) -> Result<()> {
         args.replicas,
         capacity
     );
+    let stage = Stage::start("training");
     let out = train(
         &train_queries,
         &sizes,
         &cfg,
-        |t| eprintln!("{}: {:.1}s", t.stage, t.seconds),
+        |t| stage.println(&format!("{}: {:.1}s", t.stage, t.seconds)),
         |it| {
-            eprintln!(
+            stage.set_message(format!(
+                "training: candidate min freq {} ufactor {}, iteration {}",
+                it.min_term_freq, it.ufactor, it.iteration
+            ));
+            stage.println(&format!(
                 "min freq {} ufactor {} iteration {}: train {:.4}, validation {:.4}, imbalance {:.3}, overflow {:.3}, moved {}",
                 it.min_term_freq,
                 it.ufactor,
@@ -136,9 +142,10 @@ pub fn run(args: &TrainArgs) -> Result<()> {
                 it.validation_imbalance,
                 it.validation_overflow,
                 it.moved_terms
-            )
+            ));
         },
     )?;
+    stage.finish("done");
     out.table
         .write_parquet(&args.output)
         .context("writing the voting table")?;
