@@ -56,9 +56,6 @@ pub struct RefineConfig {
     pub secondary: f64,
     /// Requests a replica must have seen for a term before it gets a secondary vote.
     pub secondary_min_requests: u32,
-    /// Exponent on the smoothed hit rate in a vote's weight (1 = expected saved bytes,
-    /// smaller values trust the observed hit rates less).
-    pub hit_exponent: f64,
 }
 
 impl Default for RefineConfig {
@@ -70,7 +67,6 @@ impl Default for RefineConfig {
             price_step: 0.3,
             secondary: 1.0,
             secondary_min_requests: 4,
-            hit_exponent: 1.0,
         }
     }
 }
@@ -304,9 +300,7 @@ fn update(
             moved += 1;
         }
         let bytes = trace.term_bytes[t] as f64;
-        let hit_rate = |c: usize| {
-            ((f64::from(hits[c]) + 1.0) / (f64::from(row[c]) + 2.0)).powf(cfg.hit_exponent)
-        };
+        let hit_rate = |c: usize| (f64::from(hits[c]) + 1.0) / (f64::from(row[c]) + 2.0);
         list.clear();
         list.push((
             new_home as u16,

@@ -8,6 +8,7 @@
 //! (a connection reset mid-request) are retried the same way without ejecting. Only GET is
 //! proxied, so every retry is safe. One deadline bounds the whole request.
 
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -123,7 +124,8 @@ impl Proxy {
         let deadline = Instant::now() + cfg.deadline();
         let attempts = cfg.config.retries + 1;
         let mut exclude = 0u64;
-        let mut last_error = String::from("no attempt made");
+        // Built only when an attempt fails: the success path allocates no error text.
+        let mut last_error: Cow<'static, str> = Cow::Borrowed("no attempt made");
         for attempt in 0..attempts {
             let now = Instant::now();
             let Some(left) = deadline
@@ -182,7 +184,7 @@ impl Proxy {
                     if e.is_connect() {
                         choice.replica.eject("connect failed");
                     }
-                    last_error = format!("replica {}: {e}", choice.replica.name);
+                    last_error = format!("replica {}: {e}", choice.replica.name).into();
                 }
                 Err(_) => {
                     drop(guard);
@@ -191,7 +193,8 @@ impl Proxy {
                         "replica {}: no response within {} ms",
                         choice.replica.name,
                         timeout.as_millis()
-                    );
+                    )
+                    .into();
                 }
             }
             exclude |= 1u64 << choice.index;

@@ -22,17 +22,16 @@ pub mod error;
 pub mod format;
 pub mod parquet;
 pub mod text;
-pub mod time;
 
 use std::fs::File;
 use std::io::{self, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
+pub use crate::time::format_timestamp;
 pub use collapse::collapse_repeats;
 pub use error::LogError;
 pub use format::{LogFormat, UnknownFormat};
 pub use parquet::{log_schema, write_log_parquet};
-pub use time::format_timestamp;
 
 /// Buffer size of the (decompressed) text reader.
 const READ_BUFFER: usize = 1 << 20;

@@ -67,7 +67,6 @@ pub fn run(args: &DemoArgs) -> Result<()> {
         move_margin: defaults.move_margin,
         price_step: defaults.price_step,
         secondary: defaults.secondary,
-        hit_exponent: defaults.hit_exponent,
         patience: defaults.patience,
         validation_frac: 0.1,
         output: table.clone(),

@@ -59,9 +59,6 @@ pub struct TrainArgs {
     /// Weight factor of secondary votes for replicas where a term also hits (0 = off).
     #[arg(long, default_value_t = RefineConfig::default().secondary)]
     pub secondary: f64,
-    /// Exponent on the observed hit rate in vote weights (1 = expected saved bytes).
-    #[arg(long, default_value_t = RefineConfig::default().hit_exponent)]
-    pub hit_exponent: f64,
     /// Stop refining after this many iterations without a validation improvement.
     #[arg(long, default_value_t = RefineConfig::default().patience)]
     pub patience: usize,
@@ -110,7 +107,6 @@ pub fn run(args: &TrainArgs) -> Result<()> {
             move_margin: args.move_margin,
             price_step: args.price_step,
             secondary: args.secondary,
-            hit_exponent: args.hit_exponent,
             ..RefineConfig::default()
         },
         ..TrainConfig::new(args.replicas, args.cache_frac, capacity)
