@@ -1,4 +1,5 @@
-//! SVG line charts (plotters, SVG backend only) for eval and training reports.
+//! SVG line and grouped bar charts (plotters, SVG backend only) for the eval, training and
+//! demo reports.
 
 use std::path::Path;
 
@@ -92,6 +93,87 @@ pub fn line_chart(
                     .map(|&(x, y)| Circle::new((x, y), 3, color.filled())),
             )
             .map_err(|e| err(&e))?;
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::UpperRight)
+        .draw()
+        .map_err(|e| err(&e))?;
+    root.present().map_err(|e| err(&e))?;
+    Ok(())
+}
+
+/// One series of a grouped bar chart: a value per category.
+pub struct Bars {
+    /// Legend label.
+    pub name: String,
+    /// One value per category, in category order.
+    pub values: Vec<f64>,
+}
+
+/// Draws grouped bars (one group per category, one bar per series) into an SVG file.
+pub fn bar_chart(
+    path: &Path,
+    title: &str,
+    y_label: &str,
+    categories: &[String],
+    series: &[Bars],
+) -> Result<()> {
+    let err = |e: &dyn std::fmt::Display| anyhow!("{}: cannot draw chart: {e}", path.display());
+    if categories.is_empty() || series.is_empty() {
+        return Err(anyhow!("{}: nothing to draw", path.display()));
+    }
+    let y1 = series
+        .iter()
+        .flat_map(|s| s.values.iter().copied())
+        .filter(|v| v.is_finite())
+        .fold(0.0f64, f64::max);
+    let n = categories.len();
+    let root = SVGBackend::new(path, (900, 560)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| err(&e))?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 20))
+        .margin(16)
+        .x_label_area_size(44)
+        .y_label_area_size(60)
+        .build_cartesian_2d(-0.5..(n as f64 - 0.5), 0.0..(y1 * 1.15).max(0.05))
+        .map_err(|e| err(&e))?;
+    let label = |x: &f64| {
+        let i = x.round();
+        if (x - i).abs() < 1e-6 && i >= 0.0 && (i as usize) < n {
+            categories[i as usize].clone()
+        } else {
+            String::new()
+        }
+    };
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(n)
+        .x_label_formatter(&label)
+        .y_desc(y_label)
+        .draw()
+        .map_err(|e| err(&e))?;
+    let width = 0.8 / series.len() as f64;
+    for (k, s) in series.iter().enumerate() {
+        let color = COLORS[k % COLORS.len()];
+        let bars = s.values.iter().enumerate().map(|(i, &v)| {
+            let x0 = i as f64 - 0.4 + k as f64 * width;
+            Rectangle::new(
+                [
+                    (x0, 0.0),
+                    (x0 + width * 0.9, if v.is_finite() { v } else { 0.0 }),
+                ],
+                color.filled(),
+            )
+        });
+        chart
+            .draw_series(bars)
+            .map_err(|e| err(&e))?
+            .label(s.name.clone())
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], color.filled()));
     }
     chart
         .configure_series_labels()

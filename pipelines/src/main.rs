@@ -1,6 +1,8 @@
 //! `ballot`: the batch jobs of the ballot cache-aware load balancer — ingest query logs,
-//! generate the synthetic default log, compute postings sizes, print log statistics and
-//! evaluate every routing policy's cache hits by simulation.
+//! generate the synthetic default log, compute postings sizes, print log statistics,
+//! evaluate every routing policy's cache hits by simulation, train voting tables, replay
+//! logs over HTTP and run the demo. `ballot replica` and `ballot balancer` run the server
+//! command lines, so the demo needs no binary besides this one.
 
 mod chart;
 mod cmd;
@@ -40,13 +42,42 @@ enum Command {
     Grid(cmd::grid::GridArgs),
     /// Replay a log against a live replica or balancer over HTTP (load generator).
     Replay(cmd::replay::ReplayArgs),
-    /// Run the whole offline evaluation on the embedded default data and write a report.
+    /// Run the whole evaluation on the embedded default data, offline and live over HTTP,
+    /// and write a report.
     Demo(cmd::demo::DemoArgs),
+    /// Serve a search replica: the `replica` binary's command line (`ballot replica --help`).
+    #[command(disable_help_flag = true)]
+    Replica(PassThrough),
+    /// Serve the HTTP load balancer: the `balancer` binary's command line
+    /// (`ballot balancer --help`).
+    #[command(disable_help_flag = true)]
+    Balancer(PassThrough),
+}
+
+/// Arguments handed unchanged to another command line.
+#[derive(clap::Args, Debug)]
+struct PassThrough {
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
+    args: Vec<std::ffi::OsString>,
+}
+
+impl PassThrough {
+    /// `name` followed by the arguments, as `main_from` takes them.
+    fn argv(&self, name: &str) -> Vec<std::ffi::OsString> {
+        std::iter::once(name.into())
+            .chain(self.args.iter().cloned())
+            .collect()
+    }
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
+        Command::Replica(a) => return replica::cli::main_from(a.argv("ballot replica")),
+        Command::Balancer(a) => match balancer::cli::main_from(a.argv("ballot balancer")) {
+            Ok(()) => return ExitCode::SUCCESS,
+            Err(e) => Err(e),
+        },
         Command::Ingest(a) => cmd::data_cmds::ingest(a),
         Command::Gen(a) => cmd::data_cmds::gen(a),
         Command::Sizes(a) => cmd::data_cmds::sizes(a),

@@ -8,6 +8,7 @@
 //! cost flash bandwidth, which is what cache-aware routing (Archer et al., PVLDB 2019) saves.
 
 pub mod cache;
+pub mod cli;
 pub mod http;
 pub mod index;
 pub mod metrics;

@@ -7,6 +7,8 @@
 //! admin_listen = "127.0.0.1:8081"     # default 127.0.0.1:8081 (loopback)
 //! admin_token = "secret"              # or: admin_token_env = "BALLOT_ADMIN_TOKEN"
 //! eps = 0.05
+//! load = "in-flight"                  # or "window": queries routed over the last load_window
+//! load_window = 10000
 //! request_timeout_ms = 1000           # one upstream attempt
 //! deadline_ms = 3000                  # the whole client request, retries included
 //! retries = 2
@@ -125,6 +127,19 @@ pub struct ReplicaConfig {
     pub address: String,
 }
 
+/// The load the bounded-load rule compares.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum LoadKind {
+    /// Requests in flight per replica, HAProxy's `hash-balance-factor` load.
+    #[default]
+    InFlight,
+    /// Queries routed per replica over the last `load_window` decisions, the simulator's
+    /// load; a replica with more than twice the mean of requests in flight still counts as
+    /// full, so a stalled replica sheds its queries.
+    Window,
+}
+
 /// The whole file.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -143,6 +158,13 @@ pub struct Config {
     /// Load-bound slack.
     #[serde(default = "default_eps")]
     pub eps: f64,
+    /// What the load bound compares: requests in flight (as HAProxy), or the queries routed
+    /// to each replica over the last `load_window` decisions (as the simulator).
+    #[serde(default)]
+    pub load: LoadKind,
+    /// Decisions in the trailing window of `load = "window"`.
+    #[serde(default = "default_load_window")]
+    pub load_window: usize,
     /// Timeout of one upstream attempt (until the response headers).
     #[serde(default = "default_request_timeout_ms")]
     pub request_timeout_ms: u64,
@@ -179,6 +201,9 @@ fn default_fall() -> u32 {
 }
 fn default_rise() -> u32 {
     2
+}
+fn default_load_window() -> usize {
+    10_000
 }
 fn default_vnodes() -> usize {
     DEFAULT_VNODES
@@ -316,6 +341,13 @@ impl Config {
         if config.eps.is_nan() || config.eps < 0.0 {
             return Err(invalid(format!("eps must be >= 0, got {}", config.eps)));
         }
+        if !(1..=crate::server::window::MAX_WINDOW).contains(&config.load_window) {
+            return Err(invalid(format!(
+                "load_window must be between 1 and {}, got {}",
+                crate::server::window::MAX_WINDOW,
+                config.load_window
+            )));
+        }
         if !(MIN_VNODES..=MAX_VNODES).contains(&config.policy.vnodes) {
             return Err(invalid(format!(
                 "policy.vnodes must be between {MIN_VNODES} and {MAX_VNODES}, got {}",
@@ -434,6 +466,8 @@ address = "127.0.0.1:9000"
             (BASE.replace("term-vote", "table"), "policy.table"),
             (BASE.replace("127.0.0.1:9000", "nowhere"), "host:port"),
             (format!("eps = -1.0\n{BASE}"), "eps"),
+            (format!("load_window = 0\n{BASE}"), "load_window"),
+            (format!("load = \"queue\"\n{BASE}"), "load"),
             (format!("retries = 99\n{BASE}"), "retries"),
             (
                 BASE.replace("admin_token = \"t\"", "admin_token_env = \"NOPE\""),

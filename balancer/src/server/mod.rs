@@ -10,7 +10,7 @@
 //! * [`front`]: the client listener. [`proxy`]: the request path. [`query`]: strict `q` extraction.
 //! * [`upstream`]: keep-alive connections to replicas.
 //! * [`health`]: active checks. [`reload`]: table reload. [`admin`]: the admin API.
-//! * [`metrics`]: metric names and the recorder.
+//! * [`metrics`]: metric names and the recorder. [`window`]: the trailing-window load.
 
 pub mod admin;
 pub mod config;
@@ -22,6 +22,7 @@ pub mod query;
 pub mod reload;
 pub mod state;
 pub mod upstream;
+pub mod window;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -25,9 +25,10 @@ use crate::policy::{
     TermBytes,
 };
 use crate::ramp::{RampedTable, SharedVotes};
-use crate::server::config::Validated;
+use crate::server::config::{LoadKind, Validated};
 use crate::server::metrics::{self as m, ReplicaMetrics};
 use crate::server::upstream::Pool;
+use crate::server::window::RecentRoutes;
 
 /// One backend replica.
 pub struct Replica {
@@ -176,12 +177,20 @@ impl Members {
     }
 }
 
-/// The server-side [`LoadView`]: in-flight counts and liveness of one snapshot of the
-/// members, minus the replicas a request already failed on.
+/// With `load = "window"`: requests in flight a replica may hold beyond twice the mean before
+/// it counts as full. Queueing jitter stays below it; a stalled replica soon passes it.
+pub const STALL_SLACK: u64 = 8;
+
+/// The server-side [`LoadView`]: in-flight counts (or, with a window, recent routing
+/// decisions) and liveness of one snapshot of the members, minus the replicas a request
+/// already failed on.
 pub struct View<'a> {
     slots: &'a [Option<Arc<Replica>>],
     exclude: u64,
     ignore_health: bool,
+    window: Option<&'a RecentRoutes>,
+    /// Window mode: replicas with at least this many requests in flight count as full.
+    stall_cap: u64,
 }
 
 impl<'a> View<'a> {
@@ -193,6 +202,32 @@ impl<'a> View<'a> {
             slots: &members.slots,
             exclude,
             ignore_health,
+            window: None,
+            stall_cap: u64::MAX,
+        }
+    }
+
+    /// Loads from `window` instead of in-flight counts; a replica holding
+    /// [`STALL_SLACK`] more than twice the mean of requests in flight still counts as full.
+    pub fn with_window(mut self, window: &'a RecentRoutes) -> Self {
+        let in_flight = self
+            .slots
+            .iter()
+            .flatten()
+            .fold(0u64, |a, r| a.saturating_add(r.in_flight()));
+        let live = self.live_bits().count_ones() as usize;
+        self.stall_cap = crate::load::load_cap(1.0, in_flight, live).saturating_add(STALL_SLACK);
+        self.window = Some(window);
+        self
+    }
+
+    /// Load of the replica in slot `r`.
+    #[inline]
+    fn load_of(&self, r: usize, rep: &Replica) -> u64 {
+        match self.window {
+            None => rep.in_flight(),
+            Some(w) if rep.in_flight() < self.stall_cap => w.count(r),
+            Some(_) => u64::MAX,
         }
     }
 
@@ -211,16 +246,20 @@ impl LoadView for View<'_> {
 
     fn load(&self, replica: usize) -> u64 {
         match self.slots.get(replica) {
-            Some(Some(r)) => r.in_flight(),
+            Some(Some(r)) => self.load_of(replica, r),
             _ => 0,
         }
     }
 
     fn total(&self) -> u64 {
-        self.slots
-            .iter()
-            .flatten()
-            .fold(0u64, |a, r| a.saturating_add(r.in_flight()))
+        match self.window {
+            Some(w) => w.total(),
+            None => self
+                .slots
+                .iter()
+                .flatten()
+                .fold(0u64, |a, r| a.saturating_add(r.in_flight())),
+        }
     }
 
     fn is_live(&self, replica: usize) -> bool {
@@ -249,7 +288,7 @@ impl LoadView for View<'_> {
             let r = rest.trailing_zeros() as usize;
             rest &= rest - 1;
             if let Some(Some(rep)) = self.slots.get(r) {
-                if rep.in_flight() < cap {
+                if self.load_of(r, rep) < cap {
                     under |= 1 << r;
                 }
             }
@@ -319,6 +358,8 @@ pub struct State {
     pub term_bytes: Arc<TermBytes>,
     /// Serializes membership changes and table swaps.
     pub admin_lock: Mutex<()>,
+    /// Recent routing decisions, with `load = "window"`.
+    pub window: Option<RecentRoutes>,
     seed: AtomicU64,
 }
 
@@ -368,6 +409,8 @@ impl State {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_nanos() as u64),
         );
+        let window = (cfg.config.load == LoadKind::Window)
+            .then(|| RecentRoutes::new(cfg.config.load_window));
         Ok(State {
             cfg,
             kind,
@@ -375,6 +418,7 @@ impl State {
             router,
             term_bytes,
             admin_lock: Mutex::new(()),
+            window,
             seed: AtomicU64::new(seed),
         })
     }
@@ -397,6 +441,9 @@ impl State {
             if view.live_bits() == 0 {
                 return None;
             }
+        }
+        if let Some(w) = &self.window {
+            view = view.with_window(w);
         }
         let seed = self
             .seed
@@ -425,6 +472,9 @@ impl State {
             return None;
         }
         let replica = members.slots.get(index)?.as_ref()?;
+        if let Some(w) = &self.window {
+            w.record(index);
+        }
         Some(Choice {
             replica: Arc::clone(replica),
             index,
@@ -605,6 +655,33 @@ mod tests {
         m.slots[2] = None;
         let v = View::new(&m, 0, false);
         assert_eq!((v.live_bits(), v.total(), v.replicas()), (0b0001, 2, 4));
+    }
+
+    #[test]
+    fn window_view_counts_decisions_and_sheds_stalled_replicas() {
+        let m = members(4);
+        let w = RecentRoutes::new(100);
+        for r in [0, 0, 0, 1, 2] {
+            w.record(r);
+        }
+        let v = View::new(&m, 0, false).with_window(&w);
+        assert_eq!((v.load(0), v.load(1), v.load(3), v.total()), (3, 1, 0, 5));
+        assert_eq!(v.below_cap_bits(0b1111, 2), 0b1110);
+        // Replica 3 holds all the requests in flight. With 11: stall cap
+        // ceil(2 * 12 / 4) + 8 = 14 > 11, so its window load counts. With 20: cap
+        // ceil(2 * 21 / 4) + 8 = 19 <= 20, so it is full whatever the window says.
+        let _held: Vec<_> = (0..11)
+            .map(|_| m.slots[3].as_ref().unwrap().start())
+            .collect();
+        let v = View::new(&m, 0, false).with_window(&w);
+        assert_eq!(v.load(3), 0);
+        let _more: Vec<_> = (0..9)
+            .map(|_| m.slots[3].as_ref().unwrap().start())
+            .collect();
+        let v = View::new(&m, 0, false).with_window(&w);
+        assert_eq!(v.load(3), u64::MAX);
+        assert_eq!(v.load(1), 1);
+        assert_eq!(v.below_cap_bits(0b1111, 2), 0b0110);
     }
 
     #[test]

@@ -16,8 +16,8 @@
 //! flight and still reports what was measured.
 
 mod client;
-mod histogram;
-mod stats;
+pub mod histogram;
+pub mod stats;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -132,7 +132,7 @@ fn duration_arg(s: &str, what: &str) -> Result<Duration> {
 
 /// The load discipline.
 #[derive(Clone, Copy, Debug)]
-enum Mode {
+pub enum Mode {
     Open { rate: f64 },
     Closed { workers: usize },
 }
@@ -251,6 +251,86 @@ struct Outcome {
     interrupted: bool,
     tally: Tally,
     stats: Option<ClusterStats>,
+}
+
+/// What one replay from code ([`replay_queries`]) measured.
+#[derive(Clone, Debug)]
+pub struct Measured {
+    /// Requests sent.
+    pub sent: u64,
+    /// 2xx answers.
+    pub ok: u64,
+    /// Failed requests by kind.
+    pub errors: BTreeMap<String, u64>,
+    /// Wall time of the replay.
+    pub elapsed: Duration,
+    /// Latency of the answers (open loop: from the intended send time).
+    pub latency: Histogram,
+    /// The replicas' `/stats` deltas (when `stats_from` was given).
+    pub stats: Option<ClusterStats>,
+    /// True when Ctrl-C cut the replay short.
+    pub interrupted: bool,
+}
+
+impl Measured {
+    /// Answers per second of wall time.
+    pub fn throughput(&self) -> f64 {
+        let s = self.elapsed.as_secs_f64();
+        if s > 0.0 {
+            self.ok as f64 / s
+        } else {
+            0.0
+        }
+    }
+
+    /// Failed requests of any kind.
+    pub fn error_total(&self) -> u64 {
+        self.errors.values().sum()
+    }
+
+    /// Latency percentile `p` (0–100) in milliseconds.
+    pub fn latency_ms(&self, p: f64) -> f64 {
+        ms(self.latency.percentile(p))
+    }
+}
+
+/// Replays `queries` against `target` (a balancer or replica base URL) in `mode`, reading
+/// the `/stats` of `stats_from` before and after; blocks until done. This is `ballot
+/// replay` without the log loading and the printing, for the demo.
+pub fn replay_queries(
+    target: &str,
+    stats_from: &[String],
+    mode: Mode,
+    queries: Arc<Vec<String>>,
+) -> Result<Measured> {
+    let plan = Plan {
+        target: BaseUrl::parse(target, "target")?,
+        stats_from: stats_from
+            .iter()
+            .map(|u| BaseUrl::parse(u, "stats URL"))
+            .collect::<Result<Vec<_>>>()?,
+        mode,
+        duration: None,
+        timeout: Duration::from_secs(30),
+        connect_timeout: Duration::from_secs(2),
+        max_outstanding: 10_000,
+        k: 10,
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the tokio runtime")?;
+    let out = rt.block_on(replay(&plan, queries))?;
+    rt.shutdown_timeout(Duration::from_millis(200));
+    Ok(Measured {
+        sent: out.sent,
+        ok: out.tally.ok,
+        errors: out.tally.errors,
+        elapsed: out.elapsed,
+        latency: out.tally.latency,
+        stats: out.stats,
+        interrupted: out.interrupted,
+    })
 }
 
 /// Runs `ballot replay`.

@@ -2,7 +2,8 @@
 //! voting table to another at the midpoint of the test part, and reports the miss bytes
 //! ratio over time with the balancer's ramp and with an instant switch
 //! ([`cache_sim::sim::switch`], which drives `balancer::ramp` with the query counter as its
-//! clock).
+//! clock). The peak is reported over the whole rest of the test part and over the
+//! transition only (the switch to 5,000 queries after the ramp ends).
 //!
 //! The caches warm on the train part with OLD, as in a plain `eval`. Load bound, eps, load
 //! window, eviction, cache size and seeds are `eval`'s options; `--switch-table` is a mode
@@ -36,7 +37,7 @@ pub struct SwitchArgs {
         conflicts_with_all = ["policies", "table"]
     )]
     pub switch_table: Option<Vec<PathBuf>>,
-    /// With --switch-table: queries over which the ramp moves every term to NEW.
+    /// With --switch-table: queries over which the ramp moves every query to NEW.
     #[arg(long, default_value_t = DEFAULT_RAMP, requires = "switch_table")]
     pub ramp: usize,
     /// With --switch-table: reporting window, in test queries.
@@ -149,6 +150,13 @@ fn print_report(rep: &SwitchReport, test_len: usize) {
     println!(
         "peak after switch: instant {:.4}, ramp {:.4}",
         rep.peak_instant, rep.peak_ramp
+    );
+    println!(
+        "peak over the transition (test queries {} to {}): instant {:.4}, ramp {:.4}",
+        rep.at,
+        rep.transition_end.min(test_len),
+        rep.peak_transition_instant,
+        rep.peak_transition_ramp
     );
     println!(
         "overall test miss bytes ratio: instant {:.4}, ramp {:.4}",

@@ -1,0 +1,342 @@
+//! The live demo's child processes: R replicas and one balancer, started from this very
+//! executable (`ballot replica`, `ballot balancer`, the same code as the `replica` and
+//! `balancer` binaries) on loopback ports the OS picks.
+//!
+//! Every child is stopped (SIGTERM, then SIGKILL after a grace period) when its [`Proc`] is
+//! dropped, when the demo gets Ctrl-C or SIGTERM ([`stop_children_on_signal`]), and, on
+//! Linux, by the kernel if the demo itself dies (`PR_SET_PDEATHSIG`). A child's output
+//! goes to a log file next to the report, which an error message names.
+
+use std::fs::File;
+use std::net::SocketAddr;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, Once};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+
+/// Longest wait for a child to print its `listening on ADDR` line.
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+/// Grace period between SIGTERM and SIGKILL.
+const STOP_GRACE: Duration = Duration::from_secs(5);
+
+/// Process ids of the running children, for the signal handler.
+static RUNNING: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+
+fn running() -> std::sync::MutexGuard<'static, Vec<u32>> {
+    RUNNING.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Sends `signal` to process `pid`.
+fn send_signal(pid: u32, signal: libc::c_int) {
+    if let Ok(pid) = libc::pid_t::try_from(pid) {
+        // SAFETY: kill(2) has no memory-safety preconditions.
+        unsafe {
+            libc::kill(pid, signal);
+        }
+    }
+}
+
+/// Installs (once) a handler that, on Ctrl-C or SIGTERM, stops every running child and
+/// exits with status 130.
+pub fn stop_children_on_signal() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        std::thread::spawn(|| {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            rt.block_on(async {
+                let Ok(mut term) =
+                    tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                else {
+                    return;
+                };
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+                let pids = running().clone();
+                eprintln!("\ninterrupted: stopping {} child processes", pids.len());
+                for &pid in &pids {
+                    send_signal(pid, libc::SIGTERM);
+                }
+                let deadline = Instant::now() + STOP_GRACE;
+                while Instant::now() < deadline && !running().is_empty() {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                for pid in running().iter() {
+                    send_signal(*pid, libc::SIGKILL);
+                }
+                std::process::exit(130);
+            });
+        });
+    });
+}
+
+/// One running child process.
+pub struct Proc {
+    name: String,
+    child: Child,
+    /// The address it printed in its `listening on ADDR` line.
+    pub addr: SocketAddr,
+    /// Where its output goes.
+    pub log: PathBuf,
+}
+
+impl Proc {
+    /// Starts `ballot <args>` with output to `log`, and waits for its `listening on ADDR`.
+    pub fn start(name: &str, args: &[String], log: &Path) -> Result<Proc> {
+        let exe = own_executable()?;
+        let out = File::create(log).with_context(|| format!("{}: cannot create", log.display()))?;
+        let err = out
+            .try_clone()
+            .with_context(|| format!("{}: cannot reopen", log.display()))?;
+        let mut cmd = Command::new(&exe);
+        cmd.args(args).stdin(Stdio::null()).stdout(out).stderr(err);
+        // SAFETY: prctl(2) is async-signal-safe and touches no memory of the parent; the
+        // closure runs in the forked child before exec.
+        unsafe {
+            cmd.pre_exec(|| {
+                #[cfg(target_os = "linux")]
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+                Ok(())
+            });
+        }
+        let child = cmd
+            .spawn()
+            .with_context(|| format!("cannot start {name} ({})", exe.display()))?;
+        running().push(child.id());
+        let mut proc = Proc {
+            name: name.to_owned(),
+            child,
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            log: log.to_owned(),
+        };
+        proc.addr = proc.wait_listening()?;
+        Ok(proc)
+    }
+
+    /// Polls the log for `listening on ADDR`; fails if the child exits or takes too long.
+    fn wait_listening(&mut self) -> Result<SocketAddr> {
+        let started = Instant::now();
+        loop {
+            let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+            if let Some(addr) = text
+                .lines()
+                .find_map(|l| l.strip_prefix("listening on "))
+                .and_then(|a| a.trim().parse().ok())
+            {
+                return Ok(addr);
+            }
+            if let Ok(Some(status)) = self.child.try_wait() {
+                bail!(
+                    "{} exited ({status}) before listening; its output ({}):\n{}",
+                    self.name,
+                    self.log.display(),
+                    tail(&text, 20)
+                );
+            }
+            if started.elapsed() > START_TIMEOUT {
+                bail!(
+                    "{} did not print `listening on` within {START_TIMEOUT:?}; see {}",
+                    self.name,
+                    self.log.display()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The rest of the first line of its output that starts with `prefix`.
+    pub fn printed(&self, prefix: &str) -> Option<String> {
+        let text = std::fs::read_to_string(&self.log).ok()?;
+        text.lines()
+            .find_map(|l| l.strip_prefix(prefix))
+            .map(|v| v.trim().to_owned())
+    }
+
+    /// The child's base URL.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// SIGTERM, then SIGKILL after the grace period; waits for the exit.
+    pub fn stop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            send_signal(self.child.id(), libc::SIGTERM);
+            let deadline = Instant::now() + STOP_GRACE;
+            while Instant::now() < deadline {
+                if !matches!(self.child.try_wait(), Ok(None)) {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = self.child.kill();
+        }
+        let _ = self.child.wait();
+        self.forget();
+    }
+
+    fn forget(&self) {
+        let id = self.child.id();
+        running().retain(|&p| p != id);
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// This executable. On Linux `/proc/self/exe`, which still runs this very binary when a
+/// rebuild has replaced the file on disk meanwhile.
+fn own_executable() -> Result<PathBuf> {
+    let proc_exe = Path::new("/proc/self/exe");
+    if proc_exe.exists() {
+        return Ok(proc_exe.to_owned());
+    }
+    std::env::current_exe().context("cannot find the ballot executable")
+}
+
+/// The last `n` lines of `text`.
+fn tail(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// Settings of one replica process.
+#[derive(Clone, Debug)]
+pub struct ReplicaSpec {
+    /// Index directory.
+    pub index: PathBuf,
+    /// RAM cache bytes.
+    pub cache_bytes: u64,
+    /// Emulated flash bandwidth, MB/s.
+    pub flash_read_mbps: Option<f64>,
+}
+
+/// Starts replica `i` of a cluster.
+pub fn start_replica(spec: &ReplicaSpec, i: usize, logs: &Path) -> Result<Proc> {
+    let name = format!("r{i}");
+    let mut args = vec![
+        "replica".to_owned(),
+        "--index".into(),
+        spec.index.display().to_string(),
+        "--listen".into(),
+        "127.0.0.1:0".into(),
+        "--cache-bytes".into(),
+        spec.cache_bytes.to_string(),
+        "--id".into(),
+        name.clone(),
+    ];
+    if let Some(m) = spec.flash_read_mbps {
+        args.extend(["--flash-read-mbps".into(), m.to_string()]);
+    }
+    Proc::start(
+        &format!("replica {name}"),
+        &args,
+        &logs.join(format!("{name}.log")),
+    )
+}
+
+/// Settings of the balancer process.
+#[derive(Clone, Debug)]
+pub struct BalancerSpec {
+    /// Routing policy name.
+    pub policy: String,
+    /// Voting table (for `table`).
+    pub table: Option<PathBuf>,
+    /// Postings sizes (term weights of `term-vote` and `table`).
+    pub sizes: Option<PathBuf>,
+    /// Load-bound slack.
+    pub eps: f64,
+    /// `load` of the balancer config: `in-flight` or `window`.
+    pub load: String,
+}
+
+/// Writes the balancer's TOML config for `replicas` into `dir` and starts it.
+pub fn start_balancer(spec: &BalancerSpec, replicas: &[&Proc], dir: &Path) -> Result<Proc> {
+    let path_value = |p: &Path| -> Result<String> {
+        let abs =
+            std::path::absolute(p).with_context(|| format!("{}: cannot resolve", p.display()))?;
+        Ok(toml_string(&abs.display().to_string()))
+    };
+    let mut toml = format!(
+        "listen = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"\neps = {}\nload = {}\n\
+         request_timeout_ms = 20000\ndeadline_ms = 60000\nretries = 2\n\n\
+         [health]\ninterval_ms = 500\ntimeout_ms = 2000\nfall = 2\nrise = 2\n\n\
+         [policy]\nname = {}\n",
+        spec.eps,
+        toml_string(&spec.load),
+        toml_string(&spec.policy)
+    );
+    if let Some(t) = &spec.table {
+        toml += &format!("table = {}\n", path_value(t)?);
+    }
+    if let Some(s) = &spec.sizes {
+        toml += &format!("sizes = {}\n", path_value(s)?);
+    }
+    for (i, r) in replicas.iter().enumerate() {
+        toml += &format!(
+            "\n[[replicas]]\nname = \"r{i}\"\naddress = \"{}\"\n",
+            r.addr
+        );
+    }
+    let config = dir.join(format!("balancer-{}.toml", spec.policy));
+    std::fs::write(&config, toml).with_context(|| format!("{}: cannot write", config.display()))?;
+    Proc::start(
+        &format!("balancer ({})", spec.policy),
+        &[
+            "balancer".into(),
+            "--config".into(),
+            config.display().to_string(),
+        ],
+        &dir.join(format!("balancer-{}.log", spec.policy)),
+    )
+}
+
+/// A TOML basic string.
+fn toml_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if c.is_control() => out.push_str(&format!("\\u{:04X}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn toml_strings_are_escaped() {
+        assert_eq!(toml_string("a\"b\\c"), "\"a\\\"b\\\\c\"");
+        assert_eq!(toml_string("x\ny"), "\"x\\u000Ay\"");
+        let v: toml_value::Doc = toml_value::parse(&format!("k = {}", toml_string("q\"\\\n")));
+        assert_eq!(v.k, "q\"\\\n");
+    }
+
+    mod toml_value {
+        #[derive(serde::Deserialize)]
+        pub struct Doc {
+            pub k: String,
+        }
+        pub fn parse(s: &str) -> Doc {
+            toml::from_str(s).expect("valid TOML")
+        }
+    }
+}

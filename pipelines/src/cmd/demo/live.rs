@@ -1,0 +1,377 @@
+//! The live half of `ballot demo`: the same log, sizes, cache and policies as the
+//! simulation, but served by real processes over real HTTP on loopback.
+//!
+//! For each policy, in order: start R fresh replicas (cold caches of the simulated capacity,
+//! flash bandwidth emulated per replica with `--flash-read-mbps` so that flash is the
+//! bottleneck) and a balancer routing by that policy; warm the caches with the last
+//! `warm` queries of the train part; replay the first part of the test queries closed-loop
+//! (`concurrency` clients: throughput at saturation); replay the rest open-loop at one fixed
+//! rate shared by every policy (latency at the same offered load); read every replica's
+//! `/stats` around both; stop everything.
+//!
+//! The simulator replays exactly the same query sequence (warm queries as its warm-up, the
+//! measured ones counted) with the same policy, sizes and capacity, so the simulated and
+//! measured miss bytes ratios compare like for like. What differs is only what a live
+//! system adds: the load view is the balancer's in-flight counts instead of a trailing
+//! window, and concurrent requests interleave their cache accesses.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{bail, Context, Result};
+use balancer::policy::{build_policy, PolicyKind, PolicyParams};
+use cache_sim::eviction::EvictionKind;
+use cache_sim::sim::replay::{replay, NoObserver, SimConfig, DEFAULT_WINDOW};
+use cache_sim::sim::Trace;
+use data::sizes::Sizes;
+use data::table::VotingTable;
+use serde::Serialize;
+
+use super::cluster::{
+    start_balancer, start_replica, stop_children_on_signal, BalancerSpec, Proc, ReplicaSpec,
+};
+use crate::cmd::replay::{replay_queries, Measured, Mode};
+
+/// Everything the live run needs.
+pub struct LiveSetup<'a> {
+    /// Replica count R.
+    pub replicas: usize,
+    /// Index directory (built by the demo).
+    pub index: PathBuf,
+    /// The index's stored sizes (what the replicas cache and the simulator counts).
+    pub sizes_path: PathBuf,
+    /// The same sizes, loaded.
+    pub sizes: &'a Sizes,
+    /// The learned voting table.
+    pub table: PathBuf,
+    /// Per-replica cache bytes.
+    pub cache_bytes: u64,
+    /// Emulated flash bandwidth per replica, MB/s.
+    pub flash_read_mbps: Option<f64>,
+    /// Load-bound slack.
+    pub eps: f64,
+    /// Queries that warm the caches (not counted).
+    pub warm: Vec<String>,
+    /// Queries replayed closed-loop (counted).
+    pub saturate: Vec<String>,
+    /// Queries replayed open-loop at the shared rate (counted).
+    pub steady: Vec<String>,
+    /// Closed-loop clients.
+    pub concurrency: usize,
+    /// Open-loop rate in queries/s; `None`: `load_frac` × the first policy's saturation
+    /// throughput.
+    pub rate: Option<f64>,
+    /// See `rate`.
+    pub load_frac: f64,
+    /// Policies, in run order.
+    pub policies: Vec<PolicyKind>,
+    /// Where the processes' logs and configs go.
+    pub work_dir: PathBuf,
+}
+
+/// One policy's live result next to the simulator's prediction.
+#[derive(Clone, Debug, Serialize)]
+pub struct LiveRow {
+    /// Policy name.
+    pub policy: String,
+    /// Simulated miss bytes ratio over the counted queries.
+    pub simulated_miss_bytes_ratio: f64,
+    /// Simulated max/mean queries per replica.
+    pub simulated_imbalance: f64,
+    /// Simulated share of queries routed away from their first choice (load bound).
+    pub simulated_overflow_share: f64,
+    /// Measured over HTTP: Σ miss bytes / Σ requested bytes from the replicas' `/stats`.
+    pub measured_miss_bytes_ratio: f64,
+    /// Measured miss bytes ratio of the closed-loop and of the open-loop phase.
+    pub measured_by_phase: [f64; 2],
+    /// Measured max/mean queries per replica.
+    pub measured_imbalance: f64,
+    /// Share of the balancer's requests (warm-up included) routed by `overflow`, from its
+    /// `/metrics`.
+    pub measured_overflow_share: f64,
+    /// Measured flash bytes per counted query.
+    pub flash_bytes_per_query: f64,
+    /// Closed loop: answers per second at saturation.
+    pub saturation_qps: f64,
+    /// Closed loop: p99 latency, ms.
+    pub saturation_p99_ms: f64,
+    /// Open loop: the offered rate, queries/s.
+    pub offered_qps: f64,
+    /// Open loop: answers per second.
+    pub steady_qps: f64,
+    /// Open loop: p50 latency from the intended send time, ms.
+    pub steady_p50_ms: f64,
+    /// Open loop: p99 latency from the intended send time, ms.
+    pub steady_p99_ms: f64,
+    /// Requests sent over both counted phases (warm-up excluded).
+    pub sent: u64,
+    /// Failed requests over warm-up and both phases.
+    pub errors: u64,
+}
+
+/// What the live run measured.
+#[derive(Clone, Debug, Serialize)]
+pub struct LiveReport {
+    /// One row per policy, in run order.
+    pub rows: Vec<LiveRow>,
+    /// Replicas started per policy.
+    pub replicas: usize,
+    /// Per-replica cache bytes.
+    pub cache_bytes: u64,
+    /// Emulated flash MB/s per replica.
+    pub flash_read_mbps: Option<f64>,
+    /// Warm-up, closed-loop and open-loop query counts.
+    pub warm_queries: usize,
+    /// See `warm_queries`.
+    pub saturate_queries: usize,
+    /// See `warm_queries`.
+    pub steady_queries: usize,
+    /// Closed-loop clients.
+    pub concurrency: usize,
+}
+
+/// Runs every policy live and simulated; see the module docs.
+pub fn run(setup: &LiveSetup<'_>) -> Result<LiveReport> {
+    if setup.saturate.is_empty() || setup.steady.is_empty() {
+        bail!("the live run needs test queries for both the closed- and the open-loop phase");
+    }
+    stop_children_on_signal();
+    std::fs::create_dir_all(&setup.work_dir)
+        .with_context(|| format!("{}: cannot create", setup.work_dir.display()))?;
+    let table = Arc::new(VotingTable::read_parquet(
+        &setup.table,
+        Some(u16::try_from(setup.replicas).context("too many replicas")?),
+    )?);
+    let simulated = simulate(setup, &table)?;
+
+    let mut rows = Vec::new();
+    let mut rate = setup.rate;
+    for (&kind, sim) in setup.policies.iter().zip(&simulated) {
+        println!(
+            "live: {kind}: starting {} replicas and the balancer",
+            setup.replicas
+        );
+        let (sat, steady, warm_errors, offered, overflow) = serve_policy(setup, kind, &mut rate)?;
+        let (Some(s1), Some(s2)) = (&sat.stats, &steady.stats) else {
+            bail!("no /stats were read");
+        };
+        let (miss, hit) = (s1.miss_bytes + s2.miss_bytes, s1.hit_bytes + s2.hit_bytes);
+        let queries = s1.queries + s2.queries;
+        let max_share = (0..setup.replicas)
+            .map(|i| delta(s1, i, "queries") + delta(s2, i, "queries"))
+            .max()
+            .unwrap_or(0);
+        let row = LiveRow {
+            policy: kind.name().to_owned(),
+            simulated_miss_bytes_ratio: sim.0,
+            simulated_imbalance: sim.1,
+            simulated_overflow_share: sim.2,
+            measured_miss_bytes_ratio: ratio(miss, miss + hit),
+            measured_by_phase: [
+                s1.miss_bytes_ratio.unwrap_or(0.0),
+                s2.miss_bytes_ratio.unwrap_or(0.0),
+            ],
+            measured_overflow_share: overflow,
+            measured_imbalance: ratio(max_share * setup.replicas as u64, queries),
+            flash_bytes_per_query: ratio(s1.flash_bytes + s2.flash_bytes, queries),
+            saturation_qps: sat.throughput(),
+            saturation_p99_ms: sat.latency_ms(99.0),
+            offered_qps: offered,
+            steady_qps: steady.throughput(),
+            steady_p50_ms: steady.latency_ms(50.0),
+            steady_p99_ms: steady.latency_ms(99.0),
+            sent: sat.sent + steady.sent,
+            errors: warm_errors + sat.error_total() + steady.error_total(),
+        };
+        println!(
+            "live: {kind}: miss bytes ratio simulated {:.4} measured {:.4}; {:.1} queries/s \
+             at saturation; p99 {:.1} ms at {:.1} queries/s offered; {} errors",
+            row.simulated_miss_bytes_ratio,
+            row.measured_miss_bytes_ratio,
+            row.saturation_qps,
+            row.steady_p99_ms,
+            row.offered_qps,
+            row.errors
+        );
+        rows.push(row);
+    }
+    Ok(LiveReport {
+        rows,
+        replicas: setup.replicas,
+        cache_bytes: setup.cache_bytes,
+        flash_read_mbps: setup.flash_read_mbps,
+        warm_queries: setup.warm.len(),
+        saturate_queries: setup.saturate.len(),
+        steady_queries: setup.steady.len(),
+        concurrency: setup.concurrency,
+    })
+}
+
+/// Serves one policy: returns the closed-loop and open-loop measurements, the warm-up's
+/// errors, the offered open-loop rate (fixing `rate` on the first call) and the balancer's
+/// overflow share.
+fn serve_policy(
+    setup: &LiveSetup<'_>,
+    kind: PolicyKind,
+    rate: &mut Option<f64>,
+) -> Result<(Measured, Measured, u64, f64, f64)> {
+    let logs = setup.work_dir.join(kind.name());
+    std::fs::create_dir_all(&logs).with_context(|| format!("{}: cannot create", logs.display()))?;
+    let spec = ReplicaSpec {
+        index: setup.index.clone(),
+        cache_bytes: setup.cache_bytes,
+        flash_read_mbps: setup.flash_read_mbps,
+    };
+    let replicas = (0..setup.replicas)
+        .map(|i| start_replica(&spec, i, &logs))
+        .collect::<Result<Vec<_>>>()?;
+    let balancer = start_balancer(
+        &BalancerSpec {
+            policy: kind.name().to_owned(),
+            table: kind.needs_table().then(|| setup.table.clone()),
+            sizes: Some(setup.sizes_path.clone()),
+            eps: setup.eps,
+            load: "window".into(),
+        },
+        &replicas.iter().collect::<Vec<_>>(),
+        &logs,
+    )?;
+    let stats: Vec<String> = replicas.iter().map(|r| r.url()).collect();
+    let closed = Mode::Closed {
+        workers: setup.concurrency,
+    };
+    let warm = replay_queries(&balancer.url(), &[], closed, Arc::new(setup.warm.clone()))?;
+    interrupted(&warm)?;
+    println!(
+        "live: {kind}: warmed with {} queries ({:.1} queries/s)",
+        warm.ok,
+        warm.throughput()
+    );
+    let sat = replay_queries(
+        &balancer.url(),
+        &stats,
+        closed,
+        Arc::new(setup.saturate.clone()),
+    )?;
+    interrupted(&sat)?;
+    let offered = *rate.get_or_insert((sat.throughput() * setup.load_frac).max(1.0));
+    let steady = replay_queries(
+        &balancer.url(),
+        &stats,
+        Mode::Open { rate: offered },
+        Arc::new(setup.steady.clone()),
+    )?;
+    interrupted(&steady)?;
+    let overflow = overflow_share(&balancer)?;
+    drop(balancer);
+    drop(replicas);
+    Ok((sat, steady, warm.error_total(), offered, overflow))
+}
+
+/// The share of `ballot_requests_total` with `reason="overflow"` in the balancer's metrics.
+fn overflow_share(balancer: &Proc) -> Result<f64> {
+    let admin = balancer.printed("admin on ").with_context(|| {
+        format!(
+            "the balancer printed no admin address ({})",
+            balancer.log.display()
+        )
+    })?;
+    let text = http_get(&admin, "/metrics")?;
+    let (mut overflow, mut all) = (0.0, 0.0);
+    for line in text
+        .lines()
+        .filter(|l| l.starts_with("ballot_requests_total{"))
+    {
+        let Some(v) = line.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()) else {
+            continue;
+        };
+        all += v;
+        if line.contains("reason=\"overflow\"") {
+            overflow += v;
+        }
+    }
+    Ok(if all > 0.0 { overflow / all } else { 0.0 })
+}
+
+/// A plain HTTP/1.0 GET of `path` on `addr`; returns the body.
+fn http_get(addr: &str, path: &str) -> Result<String> {
+    use std::io::{Read, Write};
+    let mut s =
+        std::net::TcpStream::connect(addr).with_context(|| format!("connecting to {addr}"))?;
+    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n")?;
+    let mut text = String::new();
+    s.read_to_string(&mut text)
+        .with_context(|| format!("reading http://{addr}{path}"))?;
+    match text.split_once("\r\n\r\n") {
+        Some((head, body))
+            if head.starts_with("HTTP/1.1 200") || head.starts_with("HTTP/1.0 200") =>
+        {
+            Ok(body.to_owned())
+        }
+        _ => bail!("http://{addr}{path} did not answer 200"),
+    }
+}
+
+fn interrupted(m: &Measured) -> Result<()> {
+    if m.interrupted {
+        bail!("interrupted");
+    }
+    Ok(())
+}
+
+/// Simulated (miss bytes ratio, imbalance, overflow share) per policy over warm + counted
+/// queries.
+fn simulate(setup: &LiveSetup<'_>, table: &Arc<VotingTable>) -> Result<Vec<(f64, f64, f64)>> {
+    let queries = setup
+        .warm
+        .iter()
+        .chain(&setup.saturate)
+        .chain(&setup.steady)
+        .map(String::as_str);
+    let trace = Trace::build(queries, setup.warm.len(), setup.sizes);
+    let params = PolicyParams {
+        eps: setup.eps,
+        term_bytes: Arc::new(trace.term_bytes_map()),
+        table: Some(table.clone()),
+        ..PolicyParams::new(setup.replicas)
+    };
+    let cfg = SimConfig {
+        replicas: setup.replicas,
+        capacity_bytes: setup.cache_bytes,
+        eviction: EvictionKind::Lru,
+        window: DEFAULT_WINDOW,
+        seed: 1,
+    };
+    setup
+        .policies
+        .iter()
+        .map(|&kind| {
+            let policy = build_policy(kind, &params)?;
+            let r = replay(&trace, policy.as_ref(), &cfg, &mut NoObserver);
+            Ok((r.miss_bytes_ratio, r.imbalance, r.overflow_share))
+        })
+        .collect()
+}
+
+fn delta(s: &crate::cmd::replay::stats::ClusterStats, i: usize, key: &str) -> u64 {
+    s.replicas
+        .get(i)
+        .and_then(|r| r.delta.get(key))
+        .and_then(serde_json::Value::as_u64)
+        .unwrap_or(0)
+}
+
+fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 {
+        0.0
+    } else {
+        a as f64 / b as f64
+    }
+}
+
+/// Writes the live report as JSON.
+pub fn write_json(path: &Path, report: &LiveReport) -> Result<()> {
+    let text = serde_json::to_string_pretty(report)?;
+    std::fs::write(path, text + "\n").with_context(|| format!("{}: cannot write", path.display()))
+}

@@ -1,0 +1,230 @@
+//! `ballot demo`: the README's first command. On the embedded synthetic default (or a log
+//! and sizes you point it at) it builds a small replica index, trains a voting table on the
+//! index's stored sizes, evaluates every routing policy by simulation at three cache sizes,
+//! then runs the live part ([`live`]): real replica and balancer processes on loopback,
+//! the test queries replayed over HTTP under round-robin, `ch-bl` and the learned table,
+//! with flash emulated as the bottleneck. It writes `report.md` with the side-by-side
+//! table (simulated against measured), SVG charts and JSON.
+
+mod cluster;
+mod live;
+mod report;
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+
+use learner::refine::RefineConfig;
+
+use super::build_index::{self, BuildIndexArgs};
+use super::eval::{parse_policies, run as run_eval, write_json, EvalArgs};
+use super::train::{self, TrainArgs};
+use crate::inputs::{LogArgs, SizeArgs, SplitArgs};
+
+/// Arguments of `ballot demo`.
+#[derive(Args, Debug)]
+pub struct DemoArgs {
+    #[command(flatten)]
+    pub log: LogArgs,
+    /// Size table `(term, bytes)` the index is built from (default: the size model over
+    /// --freq, or over the synthetic log's own frequencies).
+    #[arg(long, conflicts_with = "freq")]
+    pub sizes: Option<PathBuf>,
+    /// Word-frequency TSV for the size model (needed with a real --log unless --sizes).
+    #[arg(long)]
+    pub freq: Option<PathBuf>,
+    /// Documents in the demo's index (size model N; 1M gives about 210 MB on the default).
+    #[arg(long, default_value_t = 1_000_000)]
+    pub docs: u64,
+    /// Tokens per document (size model L).
+    #[arg(long, default_value_t = data::sizes::SizeModel::default().doc_len)]
+    pub doc_len: f64,
+    /// Output directory for the index, table, report, JSON, charts and process logs.
+    #[arg(long, default_value = "out/demo")]
+    pub out: PathBuf,
+    /// Number of replicas R.
+    #[arg(long, default_value_t = 8)]
+    pub replicas: usize,
+    /// Per-replica cache size the voting table is trained for (and the live run uses).
+    #[arg(long, default_value_t = 0.05)]
+    pub train_cache_frac: f64,
+    /// Per-replica cache sizes to simulate (fractions of the distinct postings bytes).
+    #[arg(long, default_value = "0.02,0.05,0.1", value_delimiter = ',')]
+    pub cache_frac: Vec<f64>,
+    /// Skip the live part (no processes, no HTTP).
+    #[arg(long)]
+    pub no_live: bool,
+    /// Live: emulated flash bandwidth of each replica in MB/s (the bottleneck).
+    #[arg(long, default_value_t = 4.0)]
+    pub flash_read_mbps: f64,
+    /// Live: policies served, in order (the first sets the open-loop rate).
+    #[arg(long, default_value = "round-robin,ch-bl,table")]
+    pub live_policies: String,
+    /// Live: last train queries replayed to warm the caches (not counted).
+    #[arg(long, default_value_t = 5_000)]
+    pub live_warm: usize,
+    /// Live: test queries replayed closed-loop (throughput at saturation).
+    #[arg(long, default_value_t = 5_000)]
+    pub live_saturate: usize,
+    /// Live: further test queries replayed open-loop at one rate for every policy (latency
+    /// at the same offered load).
+    #[arg(long, default_value_t = 3_000)]
+    pub live_steady: usize,
+    /// Live: closed-loop clients.
+    #[arg(long, default_value_t = 32)]
+    pub live_concurrency: usize,
+    /// Live: open-loop rate as a fraction of the first policy's saturation throughput.
+    #[arg(long, default_value_t = 0.6)]
+    pub live_load: f64,
+    /// Live: open-loop rate in queries/s (overrides --live-load).
+    #[arg(long)]
+    pub live_rate: Option<f64>,
+}
+
+impl DemoArgs {
+    fn validate(&self) -> Result<()> {
+        if !(self.flash_read_mbps.is_finite() && self.flash_read_mbps > 0.0) {
+            bail!("--flash-read-mbps must be a positive number");
+        }
+        if !(self.live_load > 0.0 && self.live_load <= 1.0) {
+            bail!("--live-load must be in (0, 1]");
+        }
+        if self.live_rate.is_some_and(|r| !(r.is_finite() && r > 0.0)) {
+            bail!("--live-rate must be a positive number");
+        }
+        if self.live_concurrency == 0 || self.live_saturate == 0 || self.live_steady == 0 {
+            bail!("--live-concurrency, --live-saturate and --live-steady must be at least 1");
+        }
+        Ok(())
+    }
+}
+
+/// Runs the demo.
+pub fn run(args: &DemoArgs) -> Result<()> {
+    args.validate()?;
+    let live_policies = parse_policies(&args.live_policies, true)?;
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("{}: cannot create output directory", args.out.display()))?;
+    let index = args.out.join("index");
+    let table = args.out.join("table.parquet");
+    let split = SplitArgs {
+        split: 0.8,
+        shuffle_seed: 1,
+        split_time: None,
+    };
+
+    // 1. A replica index; its stored sizes are what every later step counts.
+    build_index::run(&BuildIndexArgs {
+        log: args.log.clone(),
+        sizes: SizeArgs {
+            sizes: args.sizes.clone(),
+            freq: args.freq.clone(),
+            docs: args.docs,
+            doc_len: args.doc_len,
+        },
+        output: index.clone(),
+    })?;
+    let sizes_path = index.join("sizes.parquet");
+    let sizes = SizeArgs {
+        sizes: Some(sizes_path.clone()),
+        freq: None,
+        docs: args.docs,
+        doc_len: args.doc_len,
+    };
+
+    // 2. Train, 3. simulate every policy.
+    let defaults = RefineConfig::default();
+    train::run(&TrainArgs {
+        log: args.log.clone(),
+        sizes: sizes.clone(),
+        split: split.clone(),
+        replicas: args.replicas,
+        cache_frac: args.train_cache_frac,
+        eviction: cache_sim::eviction::EvictionKind::Lru,
+        eps: 0.05,
+        iterations: defaults.iterations,
+        seed: 1,
+        min_term_freqs: vec![2, 3],
+        ufactors: vec![10, 30, 60],
+        move_margin: defaults.move_margin,
+        price_step: defaults.price_step,
+        secondary: defaults.secondary,
+        patience: defaults.patience,
+        validation_frac: 0.1,
+        output: table.clone(),
+        report: Some(args.out.join("train.json")),
+        svg: Some(args.out.join("train.svg")),
+    })?;
+    let eval = EvalArgs {
+        log: args.log.clone(),
+        sizes: sizes.clone(),
+        split: split.clone(),
+        replicas: args.replicas,
+        cache_frac: args.cache_frac.clone(),
+        policies: "all".into(),
+        table: Some(table.clone()),
+        eviction: cache_sim::eviction::EvictionKind::Lru,
+        eps: 0.05,
+        window: cache_sim::sim::replay::DEFAULT_WINDOW,
+        seed: 1,
+        json: Some(args.out.join("eval.json")),
+        svg: Some(args.out.join("eval.svg")),
+    };
+    let eval_report = run_eval(&eval)?;
+    write_json(&args.out.join("config.json"), &eval_report.config)?;
+
+    // 4. Live.
+    let live_report = if args.no_live {
+        None
+    } else {
+        let dataset = args.log.load()?;
+        let order = split.apply(&dataset)?;
+        let loaded = sizes.load(&dataset)?;
+        let all =
+            cache_sim::sim::Trace::build(dataset.ordered(&order), order.train().len(), &loaded);
+        let cache_bytes = all.capacity_for(args.train_cache_frac);
+        drop(all);
+        let pick = |ids: &[u32]| -> Vec<String> {
+            ids.iter()
+                .map(|&i| dataset.queries[i as usize].clone())
+                .collect()
+        };
+        let train_ids = order.train();
+        let warm = pick(&train_ids[train_ids.len().saturating_sub(args.live_warm)..]);
+        let test = order.test();
+        let n_sat = args.live_saturate.min(test.len());
+        let n_steady = args.live_steady.min(test.len() - n_sat);
+        let setup = live::LiveSetup {
+            replicas: args.replicas,
+            index: index.clone(),
+            sizes_path,
+            sizes: &loaded,
+            table: table.clone(),
+            cache_bytes,
+            flash_read_mbps: Some(args.flash_read_mbps),
+            eps: 0.05,
+            warm,
+            saturate: pick(&test[..n_sat]),
+            steady: pick(&test[n_sat..n_sat + n_steady]),
+            concurrency: args.live_concurrency,
+            rate: args.live_rate,
+            load_frac: args.live_load,
+            policies: live_policies,
+            work_dir: args.out.join("live"),
+        };
+        let r = live::run(&setup)?;
+        live::write_json(&args.out.join("live.json"), &r)?;
+        report::live_charts(&args.out, &r)?;
+        Some(r)
+    };
+
+    let md = report::render(&eval_report, live_report.as_ref())?;
+    let md_path = args.out.join("report.md");
+    std::fs::write(&md_path, md).with_context(|| format!("{}: cannot write", md_path.display()))?;
+    if let Some(r) = &live_report {
+        report::print_live_table(r);
+    }
+    println!("report: {}", md_path.display());
+    Ok(())
+}

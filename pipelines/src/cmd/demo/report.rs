@@ -1,0 +1,224 @@
+//! The demo's report: `report.md` (the simulated table, the live side-by-side table and
+//! what every number means) and the live SVG charts.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use anyhow::Result;
+
+use super::live::LiveReport;
+use crate::chart::{bar_chart, Bars};
+use crate::cmd::eval::EvalReport;
+
+/// Renders `report.md`.
+pub fn render(report: &EvalReport, live: Option<&LiveReport>) -> Result<String> {
+    let c = &report.config;
+    let mut md = String::new();
+    writeln!(
+        md,
+        "# ballot demo: cache misses by routing policy, simulated and measured\n\n\
+         ## Simulated: every policy, three cache sizes\n"
+    )?;
+    writeln!(
+        md,
+        "Log: {} — {} queries ({} train, {} test), {} distinct terms, {} bytes of postings. \
+         R = {} replicas, LRU caches, load bound eps = {} over a trailing window of {} queries.\n",
+        c["log"],
+        c["queries"],
+        c["train_queries"],
+        c["test_queries"],
+        c["distinct_terms"],
+        c["distinct_postings_bytes"],
+        c["replicas"],
+        c["eps"],
+        c["window"]
+    )?;
+    writeln!(md, "| policy | cache frac | miss bytes ratio | miss ratio | flash bytes/query | imbalance | imbalance p99 (window) |")?;
+    writeln!(md, "|---|---|---|---|---|---|---|")?;
+    for r in &report.output.results {
+        writeln!(
+            md,
+            "| {} | {} | {:.4} | {:.4} | {:.0} | {:.3} | {:.3} |",
+            r.policy,
+            r.cache_frac,
+            r.sim.miss_bytes_ratio,
+            r.sim.miss_ratio,
+            r.sim.flash_bytes_per_query,
+            r.sim.imbalance,
+            r.sim.imbalance_p99_window
+        )?;
+    }
+    for b in &report.output.bounds {
+        writeln!(
+            md,
+            "| {} (bound) | {} | {:.4} | | | | |",
+            b.name, b.cache_frac, b.miss_bytes_ratio
+        )?;
+    }
+    writeln!(md, "\n![miss bytes ratio by policy](eval.svg)\n")?;
+    writeln!(md, "The `table` policy routes by the voting table `ballot train` learned from the train part (`table.parquet`; how training went: `train.json`, ![miss bytes ratio per training iteration](train.svg)).\n")?;
+    writeln!(md, "## What the numbers mean\n")?;
+    writeln!(md, "- **cache frac**: each replica's RAM cache, as a fraction of the summed postings bytes of every distinct term in the log.")?;
+    writeln!(md, "- **miss bytes ratio** (headline): bytes read from flash / bytes of postings requested, over the test part only (the train part warms the caches). Lower is better.")?;
+    writeln!(
+        md,
+        "- **miss ratio**: term lookups that missed / term lookups."
+    )?;
+    writeln!(
+        md,
+        "- **flash bytes/query**: bytes read from flash per test query."
+    )?;
+    writeln!(md, "- **imbalance**: max / mean queries per replica over the test part (1.0 is perfect). Bounded policies keep it near 1 + eps.")?;
+    writeln!(md, "- **imbalance p99 (window)**: 99th percentile of max / mean over consecutive windows of {} test queries.", c["window"])?;
+    writeln!(md, "- **one-big-cache**: one cache of R times a replica's capacity fed every query: the best any routing could do.")?;
+    writeln!(md, "- **overflow** (in eval.json, `overflow_share`): test queries whose first choice was at its load bound.")?;
+    writeln!(md, "- **novel** (in eval.json, `novel_miss_bytes_ratio`): the miss bytes ratio over test queries that never occur in the train part: how well the table generalizes.")?;
+    writeln!(
+        md,
+        "\nSimulator speed: {:.1} million term lookups per second per core (median replay).",
+        report.output.lookups_per_sec / 1e6
+    )?;
+    if let Some(live) = live {
+        live_section(&mut md, live)?;
+    }
+    Ok(md)
+}
+
+/// The live part of the report.
+fn live_section(md: &mut String, live: &LiveReport) -> Result<()> {
+    writeln!(md, "\n## Live: real replicas and balancer over HTTP\n")?;
+    writeln!(
+        md,
+        "For each policy: {} fresh `replica` processes ({} cache bytes each, LRU, flash \
+         emulated at {} MB/s per replica) behind a `balancer` process, all on loopback. \
+         {} queries from the end of the train part warm the caches (not counted); then {} \
+         test queries run closed-loop with {} clients (throughput at saturation), and {} \
+         more open-loop at the same offered rate for every policy (latency at equal load).\n",
+        live.replicas,
+        live.cache_bytes,
+        live.flash_read_mbps
+            .map_or_else(|| "device".to_owned(), |m| m.to_string()),
+        live.warm_queries,
+        live.saturate_queries,
+        live.concurrency,
+        live.steady_queries
+    )?;
+    writeln!(
+        md,
+        "| policy | simulated miss bytes ratio | measured | difference | imbalance (measured) | \
+         throughput at saturation (q/s) | vs first | p99 at saturation (ms) | offered (q/s) | \
+         p50 / p99 at offered load (ms) | errors |"
+    )?;
+    writeln!(
+        md,
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    )?;
+    let base = live.rows.first().map_or(0.0, |r| r.saturation_qps);
+    for r in &live.rows {
+        writeln!(
+            md,
+            "| {} | {:.4} | {:.4} | {:+.4} | {:.3} | {:.1} | {:.2}x | {:.1} | {:.1} | {:.1} / {:.1} | {} |",
+            r.policy,
+            r.simulated_miss_bytes_ratio,
+            r.measured_miss_bytes_ratio,
+            r.measured_miss_bytes_ratio - r.simulated_miss_bytes_ratio,
+            r.measured_imbalance,
+            r.saturation_qps,
+            if base > 0.0 { r.saturation_qps / base } else { 0.0 },
+            r.saturation_p99_ms,
+            r.offered_qps,
+            r.steady_p50_ms,
+            r.steady_p99_ms,
+            r.errors
+        )?;
+    }
+    writeln!(
+        md,
+        "\n![simulated and measured miss bytes ratio](live-miss.svg)\n"
+    )?;
+    writeln!(
+        md,
+        "![throughput at saturation and p99 at equal load](live-speed.svg)\n"
+    )?;
+    writeln!(md, "### What the live numbers mean\n")?;
+    writeln!(md, "- **simulated miss bytes ratio**: the simulator's prediction for exactly these queries (the warm-up queries warm its caches, the counted ones are counted) with the same policy, index sizes and cache bytes.")?;
+    writeln!(md, "- **measured**: Σ miss bytes / Σ (hit + miss) bytes over the counted queries, from every replica's `GET /stats` read before and after. **difference** is measured − simulated; the two differ only by what a live system adds: the balancer's load view is its in-flight requests (the simulator uses a trailing window of queries), and concurrent queries interleave their cache accesses.")?;
+    writeln!(
+        md,
+        "- **imbalance (measured)**: max / mean queries per replica over the counted queries."
+    )?;
+    writeln!(md, "- **throughput at saturation**: answers per second in the closed-loop phase; with flash the bottleneck, it follows the flash bytes each query costs. **vs first**: relative to the first policy (round-robin by default).")?;
+    writeln!(md, "- **p99 at saturation**: 99th percentile latency in the closed-loop phase, where every policy runs at its own maximum rate.")?;
+    writeln!(md, "- **offered / p50 / p99 at offered load**: the open-loop phase sends at one fixed rate for every policy (a fraction of the first policy's saturation throughput); latency is measured from each request's intended send time, so queueing is not hidden.")?;
+    writeln!(
+        md,
+        "- **errors**: failed client requests over the warm-up and both phases (any kind)."
+    )?;
+    Ok(())
+}
+
+/// Draws `live-miss.svg` and `live-speed.svg` into `out`.
+pub fn live_charts(out: &Path, live: &LiveReport) -> Result<()> {
+    let names: Vec<String> = live.rows.iter().map(|r| r.policy.clone()).collect();
+    bar_chart(
+        &out.join("live-miss.svg"),
+        "Miss bytes ratio: simulated vs measured over HTTP",
+        "miss bytes ratio",
+        &names,
+        &[
+            Bars {
+                name: "simulated".into(),
+                values: live
+                    .rows
+                    .iter()
+                    .map(|r| r.simulated_miss_bytes_ratio)
+                    .collect(),
+            },
+            Bars {
+                name: "measured".into(),
+                values: live
+                    .rows
+                    .iter()
+                    .map(|r| r.measured_miss_bytes_ratio)
+                    .collect(),
+            },
+        ],
+    )?;
+    bar_chart(
+        &out.join("live-speed.svg"),
+        "Throughput at saturation (queries/s) and p99 at equal offered load (ms)",
+        "queries/s or ms",
+        &names,
+        &[
+            Bars {
+                name: "throughput at saturation (q/s)".into(),
+                values: live.rows.iter().map(|r| r.saturation_qps).collect(),
+            },
+            Bars {
+                name: "p99 at offered load (ms)".into(),
+                values: live.rows.iter().map(|r| r.steady_p99_ms).collect(),
+            },
+        ],
+    )
+}
+
+/// Prints the side-by-side table to stdout.
+pub fn print_live_table(live: &LiveReport) {
+    println!(
+        "{:<12} {:>10} {:>10} {:>9} {:>12} {:>9} {:>13} {:>9}",
+        "policy", "simulated", "measured", "diff", "sat q/s", "p99 ms", "p99 ms@load", "errors"
+    );
+    for r in &live.rows {
+        println!(
+            "{:<12} {:>10.4} {:>10.4} {:>+9.4} {:>12.1} {:>9.1} {:>13.1} {:>9}",
+            r.policy,
+            r.simulated_miss_bytes_ratio,
+            r.measured_miss_bytes_ratio,
+            r.measured_miss_bytes_ratio - r.simulated_miss_bytes_ratio,
+            r.saturation_qps,
+            r.saturation_p99_ms,
+            r.steady_p99_ms,
+            r.errors
+        );
+    }
+}

@@ -1,0 +1,198 @@
+//! The `replica` command line: serves one ballot search replica over HTTP. The `replica`
+//! binary and `ballot replica` (which `ballot demo` starts as child processes) both run
+//! [`main_from`].
+//!
+//! Prints the index summary, the direct-I/O mode and `listening on ADDR` (the bound
+//! address, so `--listen 127.0.0.1:0` can be discovered by a test or script), then serves
+//! until SIGTERM or SIGINT and drains the requests in flight.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::cache::RamCache;
+use crate::http::{serve, AppState};
+use crate::metrics::LATENCY_BUCKETS;
+use crate::query::Engine;
+use crate::store::{FlashStore, StoreOptions};
+use anyhow::{bail, Context, Result};
+use cache_sim::eviction::EvictionKind;
+use clap::Parser;
+use metrics_exporter_prometheus::PrometheusBuilder;
+
+/// Longest wait for in-flight requests after a shutdown signal.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A ballot search replica: postings on flash behind a RAM cache, over HTTP.
+#[derive(Parser, Debug)]
+#[command(name = "replica", version, about)]
+struct Args {
+    /// Index directory written by `ballot build-index`.
+    #[arg(long)]
+    index: PathBuf,
+    /// Address to listen on (port 0 picks a free port; the bound address is printed).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    listen: SocketAddr,
+    /// RAM cache capacity in stored postings bytes.
+    #[arg(long)]
+    cache_bytes: u64,
+    /// Eviction policy: lru, sieve or s3fifo.
+    #[arg(long, default_value = "lru")]
+    eviction: EvictionKind,
+    /// This replica's name, echoed in answers and /stats.
+    #[arg(long, default_value = "replica")]
+    id: String,
+    /// Emulated flash bandwidth in MB/s shared by all reads (default: the device's).
+    #[arg(long)]
+    flash_read_mbps: Option<f64>,
+    /// Emulated latency added to every flash read, in microseconds.
+    #[arg(long, default_value_t = 0)]
+    flash_latency_us: u64,
+    /// Concurrent searches admitted; past it, 503 at once.
+    #[arg(long, default_value_t = 256)]
+    max_inflight: u64,
+    /// Use buffered reads + fadvise(DONTNEED) even where O_DIRECT works.
+    #[arg(long)]
+    no_direct_io: bool,
+}
+
+/// Parses `args` (the first item is the program name) and serves until a shutdown signal.
+pub fn main_from<I, T>(args: I) -> std::process::ExitCode
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    match run(Args::parse_from(args)) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("replica: error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// Makes glibc return large buffers (flash reads, cached lists) to the OS when freed.
+///
+/// glibc raises its mmap threshold each time a large mmapped block is freed (up to 32 MiB),
+/// after which multi-megabyte lists come from the heap arenas and their memory stays
+/// resident after eviction. Pinning the threshold keeps every block of 256 KiB or more
+/// mmapped, so RSS follows the cache's contents.
+fn pin_mmap_threshold() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only adjusts allocator parameters; called before any other thread runs.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 256 * 1024);
+    }
+}
+
+fn run(args: Args) -> Result<()> {
+    pin_mmap_threshold();
+    if args.max_inflight == 0 {
+        bail!("--max-inflight must be at least 1");
+    }
+    let store = FlashStore::open(
+        &args.index,
+        StoreOptions {
+            no_direct: args.no_direct_io,
+            read_mbps: args.flash_read_mbps,
+            latency: Duration::from_micros(args.flash_latency_us),
+        },
+    )
+    .with_context(|| format!("opening index {}", args.index.display()))?;
+    let recorder = PrometheusBuilder::new()
+        .set_buckets(LATENCY_BUCKETS)
+        .context("histogram buckets")?
+        .build_recorder();
+    let handle = recorder.handle();
+    metrics::set_global_recorder(recorder).context("installing the metrics recorder")?;
+    crate::metrics::register_metrics();
+
+    let m = &store.directory().manifest;
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "replica {}: index {} ({} terms, {} docs, {} postings bytes); cache {} bytes ({})",
+        args.id,
+        args.index.display(),
+        m.terms,
+        m.docs,
+        m.postings_bytes,
+        args.cache_bytes,
+        args.eviction
+    )?;
+    let emulation = match (args.flash_read_mbps, args.flash_latency_us) {
+        (None, 0) => "none".to_string(),
+        (mbps, us) => format!(
+            "{} MB/s, {us} us/read",
+            mbps.map_or("unlimited".into(), |m| m.to_string())
+        ),
+    };
+    writeln!(
+        out,
+        "io mode: {}; flash emulation: {emulation}",
+        store.mode()
+    )?;
+    out.flush()?;
+    drop(out);
+
+    let cache = RamCache::new(args.eviction, args.cache_bytes);
+    let engine = Arc::new(Engine::new(store, cache));
+    let state = Arc::new(AppState::new(
+        engine,
+        args.id.clone(),
+        args.max_inflight,
+        Some(handle.clone()),
+    ));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .max_blocking_threads(args.max_inflight as usize + 4)
+        .build()
+        .context("starting the tokio runtime")?;
+    runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(args.listen)
+            .await
+            .with_context(|| format!("binding {}", args.listen))?;
+        let addr = listener.local_addr()?;
+        {
+            let mut out = std::io::stdout().lock();
+            writeln!(out, "listening on {addr}")?;
+            out.flush()?;
+        }
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_secs(5)).await;
+                handle.run_upkeep();
+            }
+        });
+        serve(listener, state, shutdown_signal()).await?;
+        println!("drained; bye");
+        Ok(())
+    })
+}
+
+/// Resolves on SIGTERM or SIGINT, and arms the drain timeout.
+async fn shutdown_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(e) => {
+                eprintln!("replica: cannot watch SIGTERM: {e}");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    tokio::select! {
+        _ = term => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+    eprintln!("replica: shutting down, draining in-flight requests");
+    tokio::spawn(async {
+        tokio::time::sleep(DRAIN_TIMEOUT).await;
+        eprintln!("replica: drain timed out after {DRAIN_TIMEOUT:?}");
+        std::process::exit(1);
+    });
+}
