@@ -4,9 +4,9 @@
 //!
 //! Scoring is split from picking so that other vote sources can reuse the rule: a
 //! [`VoteSource`] adds one term's votes to [`Scores`], and [`pick`] turns scores into a
-//! decision. A table switch that ramps terms from an old to a new table (a term uses the new
-//! table when `unit_interval(term_hash) < progress`) only needs to call the right source's
-//! [`VoteSource::add_votes`] for each term, then [`pick`].
+//! decision. A table switch that ramps queries from an old to a new table
+//! (`crate::ramp`) only needs to score each query with the right source's
+//! [`VoteSource::score`], then [`pick`].
 //!
 //! # Scores
 //!
