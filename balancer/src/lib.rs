@@ -10,9 +10,10 @@
 //! PVLDB 2019) by term hash or by a learned voting table. The simulator and the HTTP
 //! balancer call the same code.
 //!
-//! [`ramp`] rolls a new voting table in a slice of terms at a time; [`server`] is the HTTP
-//! load balancer behind the `balancer` binary (proxy, health checks, failover, hot table
-//! reload, admin API, metrics).
+//! [`ramp`] rolls a new voting table in a slice of queries at a time (grouped by their
+//! strongest new-table term); [`server`] is the HTTP load balancer (proxy, health checks,
+//! failover, hot table reload, admin API, metrics) and [`cli`] its command line, run by the
+//! `balancer` binary and by `ballot balancer`.
 
 #![forbid(unsafe_code)]
 

@@ -9,7 +9,7 @@
 //! 4. [`votes`]: the initial voting table from the parts;
 //! 5. [`refine`]: simulation-driven refinement: replay through the `table` policy in the
 //!    cache simulator, watch where each term was fetched and whether it hit, update;
-//! 6. [`train`]: the whole job with timings and a [`report`].
+//! 6. [`train`](mod@train): the whole job with timings and a [`report`].
 
 pub mod aggregate;
 pub mod graph;

@@ -1,6 +1,6 @@
 //! The client listener's accept loop: plain hyper HTTP/1 connections with `TCP_NODELAY`,
 //! `GET /search` dispatched straight to the proxy, everything else (`/healthz`, the JSON
-//! 404 and 405 answers) through the axum [`client_router`](super::client_router).
+//! 404 and 405 answers) through the axum `client_router`.
 //!
 //! Why not `axum::serve`: the proxy path is the balancer's whole cost, and a profile under
 //! wrk showed the router, its boxed services and the protocol-sniffing connection builder on

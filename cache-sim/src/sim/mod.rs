@@ -5,7 +5,7 @@
 //!   their hashes and postings bytes, once, so every policy replays the same compact trace.
 //! - [`window`] is the simulator's load view: queries routed to each replica over the
 //!   trailing window (10,000 queries in the standard evaluation).
-//! - [`replay`] routes each query with the same `balancer` policy code the HTTP balancer
+//! - [`replay`](mod@replay) routes each query with the same `balancer` policy code the HTTP balancer
 //!   serves with, and looks each term up in the chosen replica's cache (the same eviction
 //!   code the replica caches with); only the test part is counted.
 //! - [`bound`] is the reference point: one cache of R times the capacity.

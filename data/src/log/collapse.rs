@@ -7,7 +7,7 @@
 //! one"; the Parquet format may mix users and nulls, and a null user only repeats a null user.
 //! Timestamps are ignored, the first record of a run is kept.
 //!
-//! [`Collector`] applies the rule while reading, before the row's strings are allocated, and
+//! `Collector` applies the rule while reading, before the row's strings are allocated, and
 //! counts malformed and blank lines for the [`ReadReport`](super::ReadReport).
 
 use super::{LogRecord, Malformed};

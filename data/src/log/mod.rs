@@ -3,7 +3,7 @@
 //! [`read_log`] reads any supported log and says what it found in a [`ReadReport`]:
 //!
 //! - gzip is transparent, recognised by its magic bytes (not the file name);
-//! - the format is recognised from the content ([`format`]): Parquet (`PAR1`), the AOL 2006
+//! - the format is recognised from the content ([`format`](mod@format)): Parquet (`PAR1`), the AOL 2006
 //!   collection (`AnonID\tQuery\tQueryTime...`), a `Query` column, a
 //!   `timestamp\tanon_id\tquery` TSV, or else one query per line;
 //! - lines that do not parse are counted, the first few kept with their line numbers, and

@@ -4,7 +4,7 @@
 //! One pass over the (decompressed) bytes with `read_until(b'\n')` into a single reused
 //! buffer; `\n` and `\r\n` endings are accepted. The first line picks the format
 //! ([`detect_text`]). Each data line is validated as UTF-8, split into its columns and handed
-//! to the [`Collector`], which drops repeats before allocating anything. A line that does not
+//! to the `Collector`, which drops repeats before allocating anything. A line that does not
 //! parse (wrong number of columns, bad timestamp, invalid UTF-8) is counted as malformed with
 //! its 1-based line number and skipped. In the single-column formats (`Query` column, lines)
 //! a blank or whitespace-only line is skipped and counted as blank; in the tabular formats an

@@ -26,7 +26,7 @@
 //!   probability `rare_single`, a word of its own (a name such as `mapquest`, used alone):
 //!   novel, or from deep in its topic's vocabulary.
 //! - **Names.** Terms are pronounceable syllable strings, unique, lowercase ASCII letters
-//!   ([`words`]); more popular words get shorter names.
+//!   (`words`); more popular words get shorter names.
 //! - **Document frequencies.** Query popularity and document frequency correlate only
 //!   loosely (`and` is everywhere in text but rare in queries, `mapquest` the reverse). A
 //!   term's expected occurrences `c` per [`REF_QUERIES`] queries (from the model, not from

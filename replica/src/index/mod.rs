@@ -1,4 +1,4 @@
-//! The postings index on flash: its format ([`format`]), the streaming builder ([`build`])
+//! The postings index on flash: its format ([`format`](mod@format)), the streaming builder ([`build`])
 //! and loading its manifest and term directory at start-up ([`open_directory`]).
 //!
 //! Start-up checks everything that is cheap to check: the manifest parses and has the right

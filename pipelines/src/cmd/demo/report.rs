@@ -106,7 +106,7 @@ fn live_section(md: &mut String, live: &LiveReport) -> Result<()> {
     writeln!(
         md,
         "| policy | simulated miss bytes ratio | measured | difference | imbalance (measured) | \
-         throughput at saturation (q/s) | vs first | p99 at saturation (ms) | offered (q/s) | \
+         overflow (simulated / measured) | throughput at saturation (q/s) | vs first | p99 at saturation (ms) | offered (q/s) | \
          p50 / p99 at offered load (ms) | errors |"
     )?;
     writeln!(
@@ -117,12 +117,14 @@ fn live_section(md: &mut String, live: &LiveReport) -> Result<()> {
     for r in &live.rows {
         writeln!(
             md,
-            "| {} | {:.4} | {:.4} | {:+.4} | {:.3} | {:.1} | {:.2}x | {:.1} | {:.1} | {:.1} / {:.1} | {} |",
+            "| {} | {:.4} | {:.4} | {:+.4} | {:.3} | {:.3} / {:.3} | {:.1} | {:.2}x | {:.1} | {:.1} | {:.1} / {:.1} | {} |",
             r.policy,
             r.simulated_miss_bytes_ratio,
             r.measured_miss_bytes_ratio,
             r.measured_miss_bytes_ratio - r.simulated_miss_bytes_ratio,
             r.measured_imbalance,
+            r.simulated_overflow_share,
+            r.measured_overflow_share,
             r.saturation_qps,
             if base > 0.0 { r.saturation_qps / base } else { 0.0 },
             r.saturation_p99_ms,
