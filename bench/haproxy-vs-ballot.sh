@@ -18,7 +18,8 @@
 # (a table.parquet for 3 replicas; default: term-vote), BACKENDS (replica, or static: three
 # HAProxy frontends that answer 200 at once, to measure the balancers' own overhead; static
 # needs no index, only the log's sizes), LB_THREADS (2: HAProxy's nbthread and ballot's
-# --workers), BALLOT_ARGS (extra balancer flags; default --workers $LB_THREADS), SKIP_BUILD=1
+# --workers), BALLOT_ARGS (extra balancer flags; default --workers $LB_THREADS), BALLOT_LOAD
+# (window, or in-flight: ballot's `load` setting), SKIP_BUILD=1
 # (use the binaries already in target/release).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -47,6 +48,9 @@ BACKENDS=${BACKENDS:-replica}
 # Both balancers get the same number of threads: HAProxy's nbthread, ballot's --workers.
 LB_THREADS=${LB_THREADS:-2}
 BALLOT_ARGS=${BALLOT_ARGS-"--workers $LB_THREADS"}
+# ballot's load bound: window (queries routed over the last 10,000 decisions, the load the
+# voting policies are evaluated and trained under) or in-flight (HAProxy's).
+BALLOT_LOAD=${BALLOT_LOAD:-window}
 if [ "${SKIP_BUILD:-0}" != 1 ]; then
   cargo build --release -p balancer -p replica -p pipelines
 fi
@@ -167,6 +171,7 @@ listen = "127.0.0.1:$BALLOT_PORT"
 admin_listen = "127.0.0.1:$BALLOT_ADMIN"
 admin_token = "bench"
 eps = 0.05
+load = "$BALLOT_LOAD"
 request_timeout_ms = 10000
 retries = 2
 [health]

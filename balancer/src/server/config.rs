@@ -9,6 +9,8 @@
 //! eps = 0.05
 //! load = "in-flight"                  # or "window": queries routed over the last load_window
 //! load_window = 10000
+//! stall_eps = 1.0                     # window: full anyway at ceil((1+stall_eps)·mean in flight)
+//! stall_slack = 8                     #   + stall_slack requests in flight
 //! request_timeout_ms = 1000           # one upstream attempt
 //! deadline_ms = 3000                  # the whole client request, retries included
 //! retries = 2
@@ -165,6 +167,14 @@ pub struct Config {
     /// Decisions in the trailing window of `load = "window"`.
     #[serde(default = "default_load_window")]
     pub load_window: usize,
+    /// With `load = "window"`, a replica also counts as full while it holds at least
+    /// `ceil((1 + stall_eps) * (in-flight total + 1) / live) + stall_slack` requests in
+    /// flight: it is falling behind (a slow disk, a hot spot), and its queries overflow.
+    #[serde(default = "default_stall_eps")]
+    pub stall_eps: f64,
+    /// See `stall_eps`.
+    #[serde(default = "default_stall_slack")]
+    pub stall_slack: u64,
     /// Timeout of one upstream attempt (until the response headers).
     #[serde(default = "default_request_timeout_ms")]
     pub request_timeout_ms: u64,
@@ -204,6 +214,12 @@ fn default_rise() -> u32 {
 }
 fn default_load_window() -> usize {
     10_000
+}
+fn default_stall_eps() -> f64 {
+    1.0
+}
+fn default_stall_slack() -> u64 {
+    8
 }
 fn default_vnodes() -> usize {
     DEFAULT_VNODES
@@ -341,6 +357,12 @@ impl Config {
         if config.eps.is_nan() || config.eps < 0.0 {
             return Err(invalid(format!("eps must be >= 0, got {}", config.eps)));
         }
+        if config.stall_eps.is_nan() || config.stall_eps < 0.0 {
+            return Err(invalid(format!(
+                "stall_eps must be >= 0, got {}",
+                config.stall_eps
+            )));
+        }
         if !(1..=crate::server::window::MAX_WINDOW).contains(&config.load_window) {
             return Err(invalid(format!(
                 "load_window must be between 1 and {}, got {}",
@@ -467,6 +489,7 @@ address = "127.0.0.1:9000"
             (BASE.replace("127.0.0.1:9000", "nowhere"), "host:port"),
             (format!("eps = -1.0\n{BASE}"), "eps"),
             (format!("load_window = 0\n{BASE}"), "load_window"),
+            (format!("stall_eps = -0.5\n{BASE}"), "stall_eps"),
             (format!("load = \"queue\"\n{BASE}"), "load"),
             (format!("retries = 99\n{BASE}"), "retries"),
             (

@@ -177,10 +177,6 @@ impl Members {
     }
 }
 
-/// With `load = "window"`: requests in flight a replica may hold beyond twice the mean before
-/// it counts as full. Queueing jitter stays below it; a stalled replica soon passes it.
-pub const STALL_SLACK: u64 = 8;
-
 /// The server-side [`LoadView`]: in-flight counts (or, with a window, recent routing
 /// decisions) and liveness of one snapshot of the members, minus the replicas a request
 /// already failed on.
@@ -207,16 +203,23 @@ impl<'a> View<'a> {
         }
     }
 
-    /// Loads from `window` instead of in-flight counts; a replica holding
-    /// [`STALL_SLACK`] more than twice the mean of requests in flight still counts as full.
-    pub fn with_window(mut self, window: &'a RecentRoutes) -> Self {
+    /// Loads from `window` instead of in-flight counts; a replica holding at least
+    /// `load_cap(stall_eps, in-flight total, live) + stall_slack` requests in flight still
+    /// counts as full (it is falling behind: its queries go to the next-ranked replica).
+    pub fn with_window(
+        mut self,
+        window: &'a RecentRoutes,
+        stall_eps: f64,
+        stall_slack: u64,
+    ) -> Self {
         let in_flight = self
             .slots
             .iter()
             .flatten()
             .fold(0u64, |a, r| a.saturating_add(r.in_flight()));
         let live = self.live_bits().count_ones() as usize;
-        self.stall_cap = crate::load::load_cap(1.0, in_flight, live).saturating_add(STALL_SLACK);
+        self.stall_cap =
+            crate::load::load_cap(stall_eps, in_flight, live).saturating_add(stall_slack);
         self.window = Some(window);
         self
     }
@@ -442,8 +445,10 @@ impl State {
                 return None;
             }
         }
-        if let Some(w) = &self.window {
-            view = view.with_window(w);
+        let window = self.window.as_ref();
+        if let Some(w) = window {
+            let c = &self.cfg.config;
+            view = view.with_window(w, c.stall_eps, c.stall_slack);
         }
         let seed = self
             .seed
@@ -472,7 +477,7 @@ impl State {
             return None;
         }
         let replica = members.slots.get(index)?.as_ref()?;
-        if let Some(w) = &self.window {
+        if let Some(w) = window {
             w.record(index);
         }
         Some(Choice {
@@ -664,7 +669,7 @@ mod tests {
         for r in [0, 0, 0, 1, 2] {
             w.record(r);
         }
-        let v = View::new(&m, 0, false).with_window(&w);
+        let v = View::new(&m, 0, false).with_window(&w, 1.0, 8);
         assert_eq!((v.load(0), v.load(1), v.load(3), v.total()), (3, 1, 0, 5));
         assert_eq!(v.below_cap_bits(0b1111, 2), 0b1110);
         // Replica 3 holds all the requests in flight. With 11: stall cap
@@ -673,12 +678,12 @@ mod tests {
         let _held: Vec<_> = (0..11)
             .map(|_| m.slots[3].as_ref().unwrap().start())
             .collect();
-        let v = View::new(&m, 0, false).with_window(&w);
+        let v = View::new(&m, 0, false).with_window(&w, 1.0, 8);
         assert_eq!(v.load(3), 0);
         let _more: Vec<_> = (0..9)
             .map(|_| m.slots[3].as_ref().unwrap().start())
             .collect();
-        let v = View::new(&m, 0, false).with_window(&w);
+        let v = View::new(&m, 0, false).with_window(&w, 1.0, 8);
         assert_eq!(v.load(3), u64::MAX);
         assert_eq!(v.load(1), 1);
         assert_eq!(v.below_cap_bits(0b1111, 2), 0b0110);

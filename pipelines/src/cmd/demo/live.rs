@@ -11,9 +11,11 @@
 //!
 //! The simulator replays exactly the same query sequence (warm queries as its warm-up, the
 //! measured ones counted) with the same policy, sizes and capacity, so the simulated and
-//! measured miss bytes ratios compare like for like. What differs is only what a live
-//! system adds: the load view is the balancer's in-flight counts instead of a trailing
-//! window, and concurrent requests interleave their cache accesses.
+//! measured miss bytes ratios compare like for like. The balancer bounds load the way the
+//! simulator does (`load = "window"`: queries routed per replica over the last 10,000
+//! decisions); what differs is only what a live system adds: concurrent queries interleave
+//! their cache accesses, and a replica falling behind (twice the mean of requests in flight
+//! plus 8) sheds queries.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -1,0 +1,382 @@
+#!/usr/bin/env bash
+# HAProxy side by side, end to end: the same `replica` processes behind ballot (`table`,
+# `ch-bl`, `round-robin`) and behind HAProxy 2.6 (`balance url_param q`, `hash-type
+# consistent`, `hash-balance-factor 105`: consistent hashing of the whole query with bounded
+# loads, eps = 0.05), replaying the same test part of the same log. The flash is the
+# bottleneck: every replica gets a small RAM cache and an emulated flash of FLASH_MBPS.
+#
+# Data (built once in BENCH_DIR, reused while the knobs match): the embedded synthetic default
+# log (200,000 queries, seed 1; shuffled with seed 1, 80% train / 20% test, as everywhere in
+# ballot), a small index (`ballot build-index --docs DOCS`, about 210 MB at 1M docs), a voting
+# table trained on the train part with the index's exact sizes, and `ballot eval` of the same
+# policies, whose JSON gives the per-replica cache bytes (CACHE_FRAC x the log's distinct
+# postings bytes, exactly what train and eval simulate) and the simulated miss bytes ratios.
+#
+# Each system, in turn, gets REPLICAS fresh replicas (cold caches) and a fresh balancer, then:
+#   1. warm-up: `ballot replay --part train --queries WARM_QUERIES` (the first WARM_QUERIES
+#      train queries; the split is a shuffle, so any train queries are as good as the last
+#      ones, and the simulator warms with all 160,000, which would take too long over HTTP);
+#      the default looks up about 50 times each replica's cache bytes;
+#   2. measurement: `ballot replay --part test --queries TEST_QUERIES --stats-from <replicas>`,
+#      closed loop with CONCURRENCY workers (or open loop at RATE); the replicas' /stats
+#      deltas over this replay give the measured miss bytes ratio, flash bytes and
+#      per-replica query shares, and ballot's /metrics deltas its routing reasons;
+#   3. everything is stopped.
+# Then it prints one Markdown table (also written to BENCH_DIR/e2e-<tag>/results.md and
+# BENCH_DIR/e2e-results.md; the tag names the data knobs and the load): measured miss
+# bytes ratio, simulated one (`ballot eval`; HAProxy's closest simulated analogue is ch-bl),
+# throughput (ok answers/s), p50 and p99 latency, imbalance (max/mean queries per replica),
+# overflow (share of the measured queries ballot sent past its policy's first choice because
+# that replica was at the load cap, from ballot's `ballot_requests_total` metric; HAProxy
+# does not count it), flash use (flash bytes read / (elapsed x REPLICAS x FLASH_MBPS)), errors.
+#
+# Not part of CI. Needs haproxy (installed with apt when missing; root or sudo), python3,
+# about 220 MB of disk at the default DOCS, and about 7 minutes with the defaults on 2 cores
+# (13 with ROUNDS=2).
+#
+# Knobs (environment): BENCH_DIR (default target/bench-e2e), DOCS (1000000), REPLICAS (4),
+# CACHE_FRAC (0.05), EPS (0.05; HAProxy's hash-balance-factor is 100 x (1 + EPS)), FLASH_MBPS
+# (10, per replica), FLASH_US (100 us per read), CONCURRENCY (16 closed-loop workers), RATE
+# (empty; when set, the measured replay is open loop at RATE queries/s, latency counted from
+# each query's intended send time, and the warm-up stays closed loop), WARM_QUERIES (10000),
+# TEST_QUERIES (20000; empty = the whole test part, 40,000), SYSTEMS ("table ch-bl haproxy
+# round-robin"; any of those, run in the order given), ROUNDS (1; more runs every system
+# again, one row per round), LB_THREADS (1: HAProxy's nbthread and ballot's --workers), BASE_PORT
+# (18400: replicas from BASE_PORT, HAProxy BASE_PORT+50, ballot BASE_PORT+60/61), KEEP_LOGS=1
+# (keep the processes' logs in BENCH_DIR/e2e-logs), BALLOT_LOAD (window: ballot bounds the
+# queries routed to each replica over its last 10,000 decisions, as the simulator does;
+# in-flight: requests in flight, HAProxy's rule), BALLOT_CONFIG_EXTRA (top-level TOML lines
+# added to ballot's config, `\n`-separated), SKIP_BUILD=1 (use the binaries already in
+# target/release).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+
+BENCH_DIR=${BENCH_DIR:-$ROOT/target/bench-e2e}
+DOCS=${DOCS:-1000000}
+REPLICAS=${REPLICAS:-4}
+CACHE_FRAC=${CACHE_FRAC:-0.05}
+EPS=${EPS:-0.05}
+FLASH_MBPS=${FLASH_MBPS:-10}
+FLASH_US=${FLASH_US:-100}
+CONCURRENCY=${CONCURRENCY:-16}
+RATE=${RATE:-}
+WARM_QUERIES=${WARM_QUERIES:-10000}
+TEST_QUERIES=${TEST_QUERIES-20000}
+SYSTEMS=${SYSTEMS:-"table ch-bl haproxy round-robin"}
+ROUNDS=${ROUNDS:-1}
+LB_THREADS=${LB_THREADS:-1}
+BALLOT_LOAD=${BALLOT_LOAD:-window}
+BASE_PORT=${BASE_PORT:-18400}
+HAPROXY_PORT=$((BASE_PORT + 50))
+BALLOT_PORT=$((BASE_PORT + 60))
+BALLOT_ADMIN=$((BASE_PORT + 61))
+PORTS=()
+for i in $(seq 0 $((REPLICAS - 1))); do PORTS+=($((BASE_PORT + 1 + i))); done
+BALANCE_FACTOR=$(awk -v e="$EPS" 'BEGIN { printf "%d", 100 * (1 + e) + 0.5 }')
+
+for s in $SYSTEMS; do
+  case $s in
+    table | ch-bl | haproxy | round-robin) ;;
+    *) echo "SYSTEMS: unknown system '$s' (table, ch-bl, haproxy, round-robin)" >&2; exit 2 ;;
+  esac
+done
+
+# --- tools ------------------------------------------------------------------------------
+if [[ " $SYSTEMS " == *" haproxy "* ]] && ! command -v haproxy >/dev/null; then
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  $SUDO apt-get update && $SUDO apt-get install -y haproxy
+fi
+command -v python3 >/dev/null || { echo "python3 is needed to read the replay reports" >&2; exit 1; }
+if [ "${SKIP_BUILD:-0}" != 1 ]; then
+  cargo build --release -p balancer -p replica -p pipelines
+fi
+BIN=$ROOT/target/release
+for b in balancer replica ballot; do
+  [ -x "$BIN/$b" ] || { echo "missing $BIN/$b" >&2; exit 1; }
+done
+
+# Nothing may listen on our ports already: a stale replica would answer in place of a fresh one.
+for p in "${PORTS[@]}" "$HAPROXY_PORT" "$BALLOT_PORT" "$BALLOT_ADMIN"; do
+  if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+    echo "port $p is already in use; stop its process or set BASE_PORT" >&2
+    exit 1
+  fi
+done
+
+# --- data: index, voting table, simulated reference -------------------------------------
+mkdir -p "$BENCH_DIR"
+INDEX=$BENCH_DIR/index
+if [ ! -f "$INDEX/manifest.json" ] ||
+  ! grep -q "\"docs\": $DOCS," "$INDEX/manifest.json"; then
+  rm -rf "$INDEX"
+  "$BIN/ballot" build-index --docs "$DOCS" -o "$INDEX"
+fi
+SIZES=$INDEX/sizes.parquet
+TAG="docs$DOCS-r$REPLICAS-f$CACHE_FRAC-e$EPS"
+TABLE=$BENCH_DIR/table-$TAG.parquet
+EVAL=$BENCH_DIR/eval-$TAG.json
+if [ ! -f "$TABLE" ] || [ "$TABLE" -ot "$INDEX/manifest.json" ]; then
+  "$BIN/ballot" train --sizes "$SIZES" --replicas "$REPLICAS" --cache-frac "$CACHE_FRAC" \
+    --eps "$EPS" -o "$TABLE" --report "$BENCH_DIR/train-$TAG.json" >"$BENCH_DIR/train-$TAG.log" 2>&1 ||
+    { tail -20 "$BENCH_DIR/train-$TAG.log" >&2; exit 1; }
+fi
+if [ ! -f "$EVAL" ] || [ "$EVAL" -ot "$TABLE" ]; then
+  "$BIN/ballot" eval --sizes "$SIZES" --replicas "$REPLICAS" --cache-frac "$CACHE_FRAC" \
+    --eps "$EPS" --policies round-robin,ch-bl,table --table "$TABLE" --json "$EVAL" >/dev/null
+fi
+CACHE_BYTES=$(python3 -c '
+import json, sys
+print(json.load(open(sys.argv[1]))["results"][0]["capacity_bytes"])' "$EVAL")
+
+RUN=$(mktemp -d)
+PIDS=()
+
+stop_all() { # SIGTERM everything started here, then SIGKILL what is left after 5 s
+  local p alive
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  for _ in $(seq 1 50); do
+    alive=0
+    for p in "${PIDS[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
+    [ "$alive" = 0 ] && break
+    sleep 0.1
+  done
+  for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+  for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+  PIDS=()
+}
+cleanup() {
+  stop_all
+  if [ "${KEEP_LOGS:-0}" = 1 ]; then
+    rm -rf "$BENCH_DIR/e2e-logs" && cp -r "$RUN" "$BENCH_DIR/e2e-logs"
+  fi
+  rm -rf "$RUN"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+wait_line() { # log pattern pid: wait (20 s at most) for the line, fail if the process died
+  for _ in $(seq 1 400); do
+    grep -q "$2" "$1" 2>/dev/null && return 0
+    kill -0 "$3" 2>/dev/null || break
+    sleep 0.05
+  done
+  echo "no '$2' in $1:" >&2
+  cat "$1" >&2
+  exit 1
+}
+wait_port() { # port log pid (HAProxy prints nothing when it is ready)
+  for _ in $(seq 1 400); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+    kill -0 "$3" 2>/dev/null || break
+    sleep 0.05
+  done
+  echo "nothing listening on port $1; log $2:" >&2
+  cat "$2" >&2
+  exit 1
+}
+
+start_replicas() { # run tag
+  local i pids=()
+  for i in $(seq 0 $((REPLICAS - 1))); do
+    "$BIN/replica" --index "$INDEX" --listen "127.0.0.1:${PORTS[$i]}" \
+      --cache-bytes "$CACHE_BYTES" --id "r$i" \
+      --flash-read-mbps "$FLASH_MBPS" --flash-latency-us "$FLASH_US" \
+      >"$RUN/$1-replica$i.log" 2>&1 &
+    PIDS+=($!)
+    pids+=($!)
+  done
+  for i in $(seq 0 $((REPLICAS - 1))); do
+    wait_line "$RUN/$1-replica$i.log" "^listening on" "${pids[$i]}"
+  done
+}
+
+start_haproxy() { # run tag
+  {
+    echo "global"
+    echo "  maxconn 4096"
+    echo "  nbthread $LB_THREADS"
+    echo "defaults"
+    echo "  mode http"
+    echo "  option http-keep-alive"
+    echo "  timeout connect 1s"
+    echo "  timeout client 30s"
+    echo "  timeout server 10s"
+    echo "frontend fe"
+    echo "  bind 127.0.0.1:$HAPROXY_PORT"
+    echo "  default_backend replicas"
+    echo "backend replicas"
+    echo "  balance url_param q"
+    echo "  hash-type consistent"
+    echo "  hash-balance-factor $BALANCE_FACTOR"
+    echo "  http-reuse always"
+    echo "  option httpchk GET /healthz"
+    for i in $(seq 0 $((REPLICAS - 1))); do
+      echo "  server r$i 127.0.0.1:${PORTS[$i]} check inter 1s fall 3 rise 2"
+    done
+  } >"$RUN/haproxy.cfg"
+  haproxy -f "$RUN/haproxy.cfg" -db >"$RUN/$1-haproxy.log" 2>&1 &
+  PIDS+=($!)
+  wait_port "$HAPROXY_PORT" "$RUN/$1-haproxy.log" $!
+}
+
+start_ballot() { # run tag policy
+  local policy="name = \"$2\""
+  [ "$2" = table ] && policy="$policy
+table = \"$TABLE\""
+  {
+    echo "listen = \"127.0.0.1:$BALLOT_PORT\""
+    echo "admin_listen = \"127.0.0.1:$BALLOT_ADMIN\""
+    echo "admin_token = \"bench\""
+    echo "eps = $EPS"
+    echo "load = \"$BALLOT_LOAD\""
+    if [ -n "${BALLOT_CONFIG_EXTRA:-}" ]; then printf '%b\n' "$BALLOT_CONFIG_EXTRA"; fi
+    echo "request_timeout_ms = 10000"
+    echo "retries = 2"
+    echo "[health]"
+    echo "interval_ms = 1000"
+    echo "timeout_ms = 500"
+    echo "fall = 3"
+    echo "rise = 2"
+    echo "[policy]"
+    echo "$policy"
+    echo "sizes = \"$SIZES\""
+    for i in $(seq 0 $((REPLICAS - 1))); do
+      echo "[[replicas]]"
+      echo "name = \"r$i\""
+      echo "address = \"127.0.0.1:${PORTS[$i]}\""
+    done
+  } >"$RUN/balancer-$2.toml"
+  "$BIN/balancer" --config "$RUN/balancer-$2.toml" --workers "$LB_THREADS" >"$RUN/$1-balancer.log" 2>&1 &
+  PIDS+=($!)
+  wait_line "$RUN/$1-balancer.log" "^listening on" $!
+}
+
+replay() { # out-prefix replay-args...: in the background, so INT/TERM act at once
+  local out=$1
+  shift
+  "$BIN/ballot" replay "$@" --json "$out.json" >"$out.txt" 2>&1 &
+  PIDS+=($!)
+  if ! wait $!; then
+    cat "$out.txt" >&2
+    exit 1
+  fi
+  unset 'PIDS[${#PIDS[@]}-1]'
+}
+
+scrape_metrics() { # file: ballot's Prometheus metrics (routing reasons) from the admin port
+  python3 -c '
+import sys, urllib.request
+sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=5).read().decode())' \
+    "http://127.0.0.1:$BALLOT_ADMIN/metrics" >"$1"
+}
+
+STATS_FROM=$(for p in "${PORTS[@]}"; do printf 'http://127.0.0.1:%s,' "$p"; done)
+STATS_FROM=${STATS_FROM%,}
+TEST_ARGS=()
+[ -n "$TEST_QUERIES" ] && TEST_ARGS=(--queries "$TEST_QUERIES")
+if [ -n "$RATE" ]; then
+  TEST_ARGS+=(--rate "$RATE")
+  LOAD="open loop at $RATE queries/s"
+  LOAD_TAG=rate$RATE
+else
+  TEST_ARGS+=(--concurrency "$CONCURRENCY")
+  LOAD="closed loop, $CONCURRENCY workers"
+  LOAD_TAG=c$CONCURRENCY
+fi
+OUT=$BENCH_DIR/e2e-$TAG-$LOAD_TAG-q${TEST_QUERIES:-all}
+rm -rf "$OUT"
+mkdir -p "$OUT"
+
+echo "replicas: $REPLICAS x replica, index $DOCS docs ($(stat -c %s "$INDEX/postings.bin") postings bytes),"
+echo "  cache $CACHE_BYTES bytes each ($CACHE_FRAC of the log's distinct postings bytes), LRU,"
+echo "  flash $FLASH_MBPS MB/s + $FLASH_US us per read each"
+echo "balancers: eps $EPS (HAProxy hash-balance-factor $BALANCE_FACTOR), $LB_THREADS thread(s) each;" \
+  "$(haproxy -v 2>/dev/null | head -1 | cut -d' ' -f1-3)"
+echo "load: warm-up $WARM_QUERIES train queries (closed loop, $CONCURRENCY workers)," \
+  "then ${TEST_QUERIES:-all} test queries measured, $LOAD"
+echo
+for round in $(seq 1 "$ROUNDS"); do
+  for sys in $SYSTEMS; do
+    tag="$sys-$round"
+    start_replicas "$tag"
+    if [ "$sys" = haproxy ]; then
+      start_haproxy "$tag"
+      target="http://127.0.0.1:$HAPROXY_PORT"
+    else
+      start_ballot "$tag" "$sys"
+      target="http://127.0.0.1:$BALLOT_PORT"
+    fi
+    t0=$(date +%s)
+    replay "$OUT/warm-$tag" --target "$target" --part train --queries "$WARM_QUERIES" \
+      --concurrency "$CONCURRENCY"
+    t1=$(date +%s)
+    if [ "$sys" != haproxy ]; then scrape_metrics "$OUT/metrics-before-$tag.txt"; fi
+    replay "$OUT/test-$tag" --target "$target" --part test "${TEST_ARGS[@]}" \
+      --stats-from "$STATS_FROM"
+    if [ "$sys" != haproxy ]; then scrape_metrics "$OUT/metrics-after-$tag.txt"; fi
+    t2=$(date +%s)
+    stop_all
+    python3 - "$OUT/test-$tag.json" "$sys" "$round" "$((t1 - t0))" "$((t2 - t1))" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+s = r["stats"]
+print(f"{sys.argv[2]:<12} round {sys.argv[3]}: warm-up {sys.argv[4]} s, test {sys.argv[5]} s: "
+      f"{r['throughput_qps']:.1f} ok/s, p99 {r['latency_ms']['p99']:.1f} ms, "
+      f"miss bytes ratio {s['miss_bytes_ratio']:.4f}, errors {r['error_total']}")
+PY
+  done
+done
+
+# --- the table --------------------------------------------------------------------------
+python3 - "$OUT" "$EVAL" "$REPLICAS" "$FLASH_MBPS" "$ROUNDS" $SYSTEMS <<'PY' | tee "$OUT/results.md"
+import json, os, re, sys
+out, eval_path, replicas, mbps, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])
+systems = sys.argv[6:]
+def reasons(path):
+    """ballot_requests_total summed by reason."""
+    acc = {}
+    for line in open(path):
+        m = re.match(r'ballot_requests_total\{(.*)\}\s+(\S+)$', line.strip())
+        if m:
+            r = re.search(r'reason="([^"]*)"', m.group(1))
+            acc[r.group(1)] = acc.get(r.group(1), 0) + float(m.group(2))
+    return acc
+
+def overflow_share(sysname, rnd):
+    """Share of the measured requests ballot sent past the policy's first choice."""
+    before, after = (f"{out}/metrics-{p}-{sysname}-{rnd}.txt" for p in ("before", "after"))
+    if not (os.path.exists(before) and os.path.exists(after)):
+        return "–"
+    b, a = reasons(before), reasons(after)
+    d = {k: a.get(k, 0) - b.get(k, 0) for k in a}
+    routed = d.get("vote", 0) + d.get("overflow", 0)
+    return f"{d.get('overflow', 0) / routed:.3f}" if routed > 0 else "–"
+
+sim = {r["policy"]: r["miss_bytes_ratio"] for r in json.load(open(eval_path))["results"]}
+names = {
+    "table": "ballot `table`",
+    "ch-bl": "ballot `ch-bl`",
+    "haproxy": "HAProxy consistent + bounded",
+    "round-robin": "ballot `round-robin`",
+}
+print()
+print("| system | round | measured miss bytes ratio | simulated | throughput (ok/s) | p50 ms | p99 ms "
+      "| imbalance | overflow | flash use | errors |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+for sysname in systems:
+    for rnd in range(1, rounds + 1):
+        r = json.load(open(f"{out}/test-{sysname}-{rnd}.json"))
+        s = r["stats"]
+        lat = r["latency_ms"]
+        use = s["flash_bytes"] / (r["elapsed_s"] * replicas * mbps * 1e6)
+        errs = ", ".join(f"{k} {v}" for k, v in r["errors"].items()) or "0"
+        simv = sim.get(sysname)
+        print(f"| {names[sysname]} | {rnd} | {s['miss_bytes_ratio']:.4f} | "
+              f"{'–' if simv is None else f'{simv:.4f}'} | {r['throughput_qps']:.1f} | "
+              f"{lat['p50']:.1f} | {lat['p99']:.1f} | {s['imbalance']:.3f} | {overflow_share(sysname, rnd)} | {use:.2f} | {errs} |")
+print()
+print(f"per-replica query shares and flash bytes: {out}/test-*.txt; JSON reports: {out}/test-*.json")
+PY
+cp "$OUT/results.md" "$BENCH_DIR/e2e-results.md"
