@@ -94,15 +94,7 @@ pub fn line_chart(
             )
             .map_err(|e| err(&e))?;
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .position(SeriesLabelPosition::UpperRight)
-        .draw()
-        .map_err(|e| err(&e))?;
-    root.present().map_err(|e| err(&e))?;
-    Ok(())
+    finish(path, &mut chart, &root)
 }
 
 /// One series of a grouped bar chart: a value per category.
@@ -175,6 +167,23 @@ pub fn bar_chart(
             .label(s.name.clone())
             .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], color.filled()));
     }
+    finish(path, &mut chart, &root)
+}
+
+/// A chart over two `f64` axes on an SVG file.
+type SvgChart<'a> = ChartContext<
+    'a,
+    SVGBackend<'a>,
+    Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
+>;
+
+/// Draws the legend in the upper right and writes the file.
+fn finish(
+    path: &Path,
+    chart: &mut SvgChart<'_>,
+    root: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
+) -> Result<()> {
+    let err = |e: &dyn std::fmt::Display| anyhow!("{}: cannot draw chart: {e}", path.display());
     chart
         .configure_series_labels()
         .background_style(WHITE.mix(0.85))
@@ -182,6 +191,5 @@ pub fn bar_chart(
         .position(SeriesLabelPosition::UpperRight)
         .draw()
         .map_err(|e| err(&e))?;
-    root.present().map_err(|e| err(&e))?;
-    Ok(())
+    root.present().map_err(|e| err(&e))
 }
