@@ -9,7 +9,8 @@
 //! to go.
 //!
 //! The simulator's view counts the queries routed to each replica in a trailing window; the
-//! HTTP balancer's counts requests in flight. Both implement [`LoadView`]; [`StaticLoad`] is
+//! HTTP balancer's counts requests in flight (`load = "in-flight"`, HAProxy's rule) or, like
+//! the simulator, the queries routed over its last decisions (`load = "window"`). Both implement [`LoadView`]; [`StaticLoad`] is
 //! the plain-vector view for tests and simple uses.
 
 /// The most replicas a policy routes over. Replica sets are kept as `u64` bit masks and

@@ -270,3 +270,26 @@ fn unknown_policy_and_eviction_are_named() {
     assert!(!out.status.success());
     assert!(stderr(&out).contains("arc"));
 }
+
+#[test]
+fn demo_rejects_bad_settings_before_any_work() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("demo");
+    let out = out.to_str().unwrap();
+    assert_clean_failure(&["demo", "--out", out, "--replicas", "0"], &["--replicas"]);
+    assert_clean_failure(
+        &["demo", "--out", out, "--train-cache-frac", "1.5"],
+        &["--train-cache-frac"],
+    );
+    assert_clean_failure(
+        &["demo", "--out", out, "--live-policies", "nope"],
+        &["--live-policies", "nope"],
+    );
+    // A 1,000-query log has a 200-query test part: too small for the default live phases.
+    assert_clean_failure(
+        &["demo", "--out", out, "--synth-queries", "1000"],
+        &["test part", "--live-saturate"],
+    );
+    // Nothing was built: the checks ran first.
+    assert!(!tmp.path().join("demo").join("index").exists());
+}

@@ -85,8 +85,25 @@ fn demo_table_beats_round_robin_over_http() {
         assert!(r["sent"].as_u64().unwrap() >= 2600);
     }
     let report = std::fs::read_to_string(out_dir.join("report.md")).unwrap();
-    assert!(report.contains("## Live: real replicas and balancer over HTTP"));
-    for svg in ["eval.svg", "live-miss.svg", "live-speed.svg"] {
+    let live_md = report
+        .split("## Live: real replicas and balancer over HTTP")
+        .nth(1)
+        .expect("a live section in report.md");
+    // A Markdown table: the header and separator rows have the same number of cells, and
+    // every policy has a row.
+    let lines: Vec<&str> = live_md.lines().filter(|l| l.starts_with('|')).collect();
+    let cells = |l: &str| l.matches('|').count();
+    assert!(lines.len() >= 4, "header, separator, 2 rows: {live_md}");
+    assert!(lines[1].starts_with("|---"), "{}", lines[1]);
+    for l in &lines[1..] {
+        assert_eq!(cells(l), cells(lines[0]), "{l}");
+    }
+    for svg in [
+        "eval.svg",
+        "live-miss.svg",
+        "live-throughput.svg",
+        "live-p99.svg",
+    ] {
         let text = std::fs::read_to_string(out_dir.join(svg)).unwrap();
         assert!(text.starts_with("<svg"), "{svg} is not an SVG");
     }
@@ -102,12 +119,13 @@ impl Drop for Running {
     }
 }
 
-/// Starts `ballot <args>` and returns it with the address of its `listening on` line.
-fn start(args: &[&str]) -> (Running, String) {
+/// Starts `ballot <args>` (stderr to `stderr_log`) and returns it with the address of its
+/// `listening on` line.
+fn start(args: &[&str], stderr_log: &Path) -> (Running, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_ballot"))
         .args(args)
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(std::fs::File::create(stderr_log).unwrap())
         .spawn()
         .expect("ballot starts");
     let stdout = child.stdout.take().unwrap();
@@ -121,8 +139,29 @@ fn start(args: &[&str]) -> (Running, String) {
     });
     let addr = rx
         .recv_timeout(Duration::from_secs(60))
-        .unwrap_or_else(|_| panic!("`ballot {}` did not start listening", args.join(" ")));
+        .unwrap_or_else(|_| {
+            panic!(
+                "`ballot {}` did not start listening; stderr: {}",
+                args.join(" "),
+                std::fs::read_to_string(stderr_log).unwrap_or_default()
+            )
+        });
     (Running(child), addr)
+}
+
+/// `GET /stats` of a replica at `addr`: its `queries` counter.
+fn replica_queries(addr: &str) -> u64 {
+    use std::io::{Read, Write};
+    let Ok(mut s) = std::net::TcpStream::connect(addr) else {
+        return 0;
+    };
+    let _ = write!(s, "GET /stats HTTP/1.0\r\nHost: {addr}\r\n\r\n");
+    let mut text = String::new();
+    let _ = s.read_to_string(&mut text);
+    text.split_once("\r\n\r\n")
+        .and_then(|(_, body)| serde_json::from_str::<Value>(body).ok())
+        .and_then(|v| v["queries"].as_u64())
+        .unwrap_or(0)
 }
 
 #[test]
@@ -143,17 +182,21 @@ fn killing_a_replica_mid_replay_fails_no_request() {
     let mut replicas = Vec::new();
     for i in 0..3 {
         let id = format!("r{i}");
-        replicas.push(start(&[
-            "replica",
-            "--index",
-            index.to_str().unwrap(),
-            "--listen",
-            "127.0.0.1:0",
-            "--cache-bytes",
-            "2000000",
-            "--id",
-            &id,
-        ]));
+        let log = tmp.path().join(format!("{id}.stderr"));
+        replicas.push(start(
+            &[
+                "replica",
+                "--index",
+                index.to_str().unwrap(),
+                "--listen",
+                "127.0.0.1:0",
+                "--cache-bytes",
+                "2000000",
+                "--id",
+                &id,
+            ],
+            &log,
+        ));
     }
     let mut config = String::from(
         "listen = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"\n\
@@ -166,9 +209,12 @@ fn killing_a_replica_mid_replay_fails_no_request() {
     }
     let config_path = tmp.path().join("balancer.toml");
     std::fs::write(&config_path, config).unwrap();
-    let (_balancer, addr) = start(&["balancer", "--config", config_path.to_str().unwrap()]);
+    let (_balancer, addr) = start(
+        &["balancer", "--config", config_path.to_str().unwrap()],
+        &tmp.path().join("balancer.stderr"),
+    );
 
-    // 6,000 queries at 600/s: ten seconds of open-loop load; replica r1 dies after three.
+    // 6,000 queries at 600/s: ten seconds of open-loop load; replica r1 dies early in it.
     let report = tmp.path().join("replay.json");
     let replay = Command::new(env!("CARGO_BIN_EXE_ballot"))
         .args([
@@ -187,12 +233,22 @@ fn killing_a_replica_mid_replay_fails_no_request() {
             report.to_str().unwrap(),
         ])
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(std::fs::File::create(tmp.path().join("replay.stderr")).unwrap())
         .spawn()
         .expect("replay starts");
     let mut replay = Running(replay);
-    std::thread::sleep(Duration::from_secs(3));
-    let (mut victim, _) = replicas.remove(1);
+    // Kill r1 once the replay has been running through it for a while (at least 300 of its
+    // queries answered), so the kill lands mid-replay however slow the start-up is.
+    let (mut victim, victim_addr) = replicas.remove(1);
+    let waited = Instant::now();
+    while replica_queries(&victim_addr) < 300 {
+        assert!(
+            waited.elapsed() < Duration::from_secs(60),
+            "r1 never served 300 queries"
+        );
+        assert!(replay.0.try_wait().unwrap().is_none(), "replay ended early");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     victim.0.kill().unwrap();
     victim.0.wait().unwrap();
 
@@ -207,7 +263,11 @@ fn killing_a_replica_mid_replay_fails_no_request() {
         );
         std::thread::sleep(Duration::from_millis(50));
     };
-    assert!(status.success(), "replay failed");
+    assert!(
+        status.success(),
+        "replay failed: {}",
+        std::fs::read_to_string(tmp.path().join("replay.stderr")).unwrap_or_default()
+    );
     let r = read_json(&report);
     assert_eq!(r["sent"], 6000, "{r}");
     assert_eq!(r["ok"], 6000, "every request answered: {r}");

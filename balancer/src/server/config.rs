@@ -137,8 +137,10 @@ pub enum LoadKind {
     #[default]
     InFlight,
     /// Queries routed per replica over the last `load_window` decisions, the simulator's
-    /// load; a replica with more than twice the mean of requests in flight still counts as
-    /// full, so a stalled replica sheds its queries.
+    /// load. A replica holding at least
+    /// `ceil((1 + stall_eps)·(in-flight total + 1)/live) + stall_slack` requests in flight
+    /// still counts as full, so a stalled replica sheds its queries. The load-aware policies read this load too: `least-loaded` and `p2c`
+    /// then pick the replica that received the fewest recent queries.
     Window,
 }
 

@@ -477,7 +477,8 @@ impl State {
             return None;
         }
         let replica = members.slots.get(index)?.as_ref()?;
-        if let Some(w) = window {
+        if let (Some(w), 0) = (window, exclude) {
+            // First attempts only: a retry is the same query, as in the simulator.
             w.record(index);
         }
         Some(Choice {

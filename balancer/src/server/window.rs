@@ -11,7 +11,11 @@
 //!
 //! Lock-free: one atomic ticket per decision picks the ring slot; the slot's previous
 //! occupant is swapped out and its count decremented. Concurrent decisions may see a count
-//! off by the few decisions in progress, which the bound tolerates.
+//! off by the few decisions in progress, which the bound tolerates; counts never drift.
+//!
+//! The window counts first attempts only (a retry after a failure is not a new query), and
+//! is indexed by replica slot: a replica added into the slot of a removed one inherits its
+//! recent count, so it looks busier than it is until the window rolls over.
 
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 
@@ -53,17 +57,16 @@ impl RecentRoutes {
         if replica >= MAX_REPLICAS {
             return;
         }
+        // Count first, then publish in the ring (release): whoever swaps this entry out
+        // later acquires it, so its decrement is ordered after this increment and a count
+        // never goes below the entries the ring holds for it.
+        self.counts[replica].fetch_add(1, Ordering::Relaxed);
         let ticket = self.tickets.fetch_add(1, Ordering::Relaxed);
         let slot = (ticket % self.ring.len() as u64) as usize;
         // `replica < 64`, so `replica + 1` fits in a byte.
-        let old = self.ring[slot].swap(replica as u8 + 1, Ordering::Relaxed);
-        self.counts[replica].fetch_add(1, Ordering::Relaxed);
+        let old = self.ring[slot].swap(replica as u8 + 1, Ordering::AcqRel);
         if old != 0 {
-            // Saturating: a concurrent record may not have counted `old` yet.
-            let c = &self.counts[usize::from(old - 1)];
-            let _ = c.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
-                Some(v.saturating_sub(1))
-            });
+            self.counts[usize::from(old - 1)].fetch_sub(1, Ordering::Relaxed);
         }
     }
 

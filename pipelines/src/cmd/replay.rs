@@ -275,12 +275,7 @@ pub struct Measured {
 impl Measured {
     /// Answers per second of wall time.
     pub fn throughput(&self) -> f64 {
-        let s = self.elapsed.as_secs_f64();
-        if s > 0.0 {
-            self.ok as f64 / s
-        } else {
-            0.0
-        }
+        per_second(self.ok, self.elapsed)
     }
 
     /// Failed requests of any kind.
@@ -438,7 +433,8 @@ async fn replay(plan: &Plan, queries: Arc<Vec<String>>) -> Result<Outcome> {
     interrupt.abort();
     bar.finish_and_clear();
 
-    let stats = if plan.stats_from.is_empty() {
+    // After Ctrl-C the servers may be going away with us: report what was measured.
+    let stats = if plan.stats_from.is_empty() || interrupted {
         None
     } else {
         let mut after = Vec::new();
@@ -624,9 +620,14 @@ fn latency_json(h: &Histogram) -> Value {
 }
 
 fn throughput(out: &Outcome) -> f64 {
-    let s = out.elapsed.as_secs_f64();
+    per_second(out.tally.ok, out.elapsed)
+}
+
+/// `n` per second of `elapsed` (0 for no time).
+fn per_second(n: u64, elapsed: Duration) -> f64 {
+    let s = elapsed.as_secs_f64();
     if s > 0.0 {
-        out.tally.ok as f64 / s
+        n as f64 / s
     } else {
         0.0
     }

@@ -40,7 +40,7 @@ fn send_signal(pid: u32, signal: libc::c_int) {
 }
 
 /// Installs (once) a handler that, on Ctrl-C or SIGTERM, stops every running child and
-/// exits with status 130.
+/// exits with status 130 or 143.
 pub fn stop_children_on_signal() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
@@ -57,10 +57,11 @@ pub fn stop_children_on_signal() {
                 else {
                     return;
                 };
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
-                }
+                // The shell convention: 128 + the signal's number.
+                let status = tokio::select! {
+                    _ = tokio::signal::ctrl_c() => 128 + libc::SIGINT,
+                    _ = term.recv() => 128 + libc::SIGTERM,
+                };
                 let pids = running().clone();
                 eprintln!("\ninterrupted: stopping {} child processes", pids.len());
                 for &pid in &pids {
@@ -73,7 +74,7 @@ pub fn stop_children_on_signal() {
                 for pid in running().iter() {
                     send_signal(*pid, libc::SIGKILL);
                 }
-                std::process::exit(130);
+                std::process::exit(status);
             });
         });
     });
@@ -87,6 +88,7 @@ pub struct Proc {
     pub addr: SocketAddr,
     /// Where its output goes.
     pub log: PathBuf,
+    stopped: bool,
 }
 
 impl Proc {
@@ -99,12 +101,17 @@ impl Proc {
             .with_context(|| format!("{}: cannot reopen", log.display()))?;
         let mut cmd = Command::new(&exe);
         cmd.args(args).stdin(Stdio::null()).stdout(out).stderr(err);
-        // SAFETY: prctl(2) is async-signal-safe and touches no memory of the parent; the
-        // closure runs in the forked child before exec.
+        // SAFETY: getpid(2), prctl(2) and getppid(2) are async-signal-safe and touch no
+        // memory of the parent; the closure runs in the forked child before exec.
+        let parent = unsafe { libc::getpid() };
         unsafe {
-            cmd.pre_exec(|| {
+            cmd.pre_exec(move || {
                 #[cfg(target_os = "linux")]
                 libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+                // The parent may have died before prctl took effect.
+                if libc::getppid() != parent {
+                    return Err(std::io::Error::other("the demo exited while starting"));
+                }
                 Ok(())
             });
         }
@@ -117,6 +124,7 @@ impl Proc {
             child,
             addr: SocketAddr::from(([127, 0, 0, 1], 0)),
             log: log.to_owned(),
+            stopped: false,
         };
         proc.addr = proc.wait_listening()?;
         Ok(proc)
@@ -166,21 +174,26 @@ impl Proc {
         format!("http://{}", self.addr)
     }
 
-    /// SIGTERM, then SIGKILL after the grace period; waits for the exit.
+    /// SIGTERM, then SIGKILL after the grace period; waits for the exit. Idempotent.
+    ///
+    /// The pid leaves the signal handler's list before the child is reaped: until then it
+    /// is a zombie and its pid cannot be reused, so the handler never signals a stranger.
     pub fn stop(&mut self) {
+        if self.stopped {
+            return;
+        }
+        self.stopped = true;
+        self.forget();
+        // `try_wait` reaps a child that has exited; only an unreaped one is signalled.
         if matches!(self.child.try_wait(), Ok(None)) {
             send_signal(self.child.id(), libc::SIGTERM);
             let deadline = Instant::now() + STOP_GRACE;
-            while Instant::now() < deadline {
-                if !matches!(self.child.try_wait(), Ok(None)) {
-                    break;
-                }
+            while Instant::now() < deadline && matches!(self.child.try_wait(), Ok(None)) {
                 std::thread::sleep(Duration::from_millis(20));
             }
             let _ = self.child.kill();
         }
         let _ = self.child.wait();
-        self.forget();
     }
 
     fn forget(&self) {
@@ -257,8 +270,9 @@ pub struct BalancerSpec {
     pub sizes: Option<PathBuf>,
     /// Load-bound slack.
     pub eps: f64,
-    /// `load` of the balancer config: `in-flight` or `window`.
-    pub load: String,
+    /// Routing decisions the balancer's load window counts (`load = "window"`, the load the
+    /// simulator bounds).
+    pub load_window: usize,
 }
 
 /// Writes the balancer's TOML config for `replicas` into `dir` and starts it.
@@ -269,12 +283,13 @@ pub fn start_balancer(spec: &BalancerSpec, replicas: &[&Proc], dir: &Path) -> Re
         Ok(toml_string(&abs.display().to_string()))
     };
     let mut toml = format!(
-        "listen = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"\neps = {}\nload = {}\n\
+        "listen = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"\neps = {}\n\
+         load = \"window\"\nload_window = {}\n\
          request_timeout_ms = 20000\ndeadline_ms = 60000\nretries = 2\n\n\
          [health]\ninterval_ms = 500\ntimeout_ms = 2000\nfall = 2\nrise = 2\n\n\
          [policy]\nname = {}\n",
         spec.eps,
-        toml_string(&spec.load),
+        spec.load_window,
         toml_string(&spec.policy)
     );
     if let Some(t) = &spec.table {

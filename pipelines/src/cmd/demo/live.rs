@@ -13,9 +13,9 @@
 //! measured ones counted) with the same policy, sizes and capacity, so the simulated and
 //! measured miss bytes ratios compare like for like. The balancer bounds load the way the
 //! simulator does (`load = "window"`: queries routed per replica over the last 10,000
-//! decisions); what differs is only what a live system adds: concurrent queries interleave
-//! their cache accesses, and a replica falling behind (twice the mean of requests in flight
-//! plus 8) sheds queries.
+//! decisions, [`DEFAULT_WINDOW`]); what differs is only what a live system adds: concurrent
+//! queries interleave their cache accesses, and a replica falling behind (at the balancer's
+//! default stall cap, twice the mean of requests in flight plus 8) sheds queries.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -32,6 +32,7 @@ use serde::Serialize;
 use super::cluster::{
     start_balancer, start_replica, stop_children_on_signal, BalancerSpec, Proc, ReplicaSpec,
 };
+use crate::cmd::replay::stats::ClusterStats;
 use crate::cmd::replay::{replay_queries, Measured, Mode};
 
 /// Everything the live run needs.
@@ -88,8 +89,8 @@ pub struct LiveRow {
     pub measured_by_phase: [f64; 2],
     /// Measured max/mean queries per replica.
     pub measured_imbalance: f64,
-    /// Share of the balancer's requests (warm-up included) routed by `overflow`, from its
-    /// `/metrics`.
+    /// Share of the counted phases' first attempts the balancer routed by `overflow` (its
+    /// `/metrics` before and after).
     pub measured_overflow_share: f64,
     /// Measured flash bytes per counted query.
     pub flash_bytes_per_query: f64,
@@ -132,6 +133,9 @@ pub struct LiveReport {
     pub concurrency: usize,
 }
 
+/// Longest open-loop phase the demo accepts (queries / rate).
+const MAX_STEADY_SECS: f64 = 600.0;
+
 /// Runs every policy live and simulated; see the module docs.
 pub fn run(setup: &LiveSetup<'_>) -> Result<LiveReport> {
     if setup.saturate.is_empty() || setup.steady.is_empty() {
@@ -140,10 +144,8 @@ pub fn run(setup: &LiveSetup<'_>) -> Result<LiveReport> {
     stop_children_on_signal();
     std::fs::create_dir_all(&setup.work_dir)
         .with_context(|| format!("{}: cannot create", setup.work_dir.display()))?;
-    let table = Arc::new(VotingTable::read_parquet(
-        &setup.table,
-        Some(u16::try_from(setup.replicas).context("too many replicas")?),
-    )?);
+    let replicas = u16::try_from(setup.replicas).context("--replicas is too large")?;
+    let table = Arc::new(VotingTable::read_parquet(&setup.table, Some(replicas))?);
     let simulated = simulate(setup, &table)?;
 
     let mut rows = Vec::new();
@@ -153,8 +155,8 @@ pub fn run(setup: &LiveSetup<'_>) -> Result<LiveReport> {
             "live: {kind}: starting {} replicas and the balancer",
             setup.replicas
         );
-        let (sat, steady, warm_errors, offered, overflow) = serve_policy(setup, kind, &mut rate)?;
-        let (Some(s1), Some(s2)) = (&sat.stats, &steady.stats) else {
+        let run = serve_policy(setup, kind, &mut rate)?;
+        let (Some(s1), Some(s2)) = (&run.saturate.stats, &run.steady.stats) else {
             bail!("no /stats were read");
         };
         let (miss, hit) = (s1.miss_bytes + s2.miss_bytes, s1.hit_bytes + s2.hit_bytes);
@@ -165,25 +167,25 @@ pub fn run(setup: &LiveSetup<'_>) -> Result<LiveReport> {
             .unwrap_or(0);
         let row = LiveRow {
             policy: kind.name().to_owned(),
-            simulated_miss_bytes_ratio: sim.0,
-            simulated_imbalance: sim.1,
-            simulated_overflow_share: sim.2,
+            simulated_miss_bytes_ratio: sim.miss_bytes_ratio,
+            simulated_imbalance: sim.imbalance,
+            simulated_overflow_share: sim.overflow_share,
             measured_miss_bytes_ratio: ratio(miss, miss + hit),
             measured_by_phase: [
                 s1.miss_bytes_ratio.unwrap_or(0.0),
                 s2.miss_bytes_ratio.unwrap_or(0.0),
             ],
-            measured_overflow_share: overflow,
+            measured_overflow_share: run.overflow_share,
             measured_imbalance: ratio(max_share * setup.replicas as u64, queries),
             flash_bytes_per_query: ratio(s1.flash_bytes + s2.flash_bytes, queries),
-            saturation_qps: sat.throughput(),
-            saturation_p99_ms: sat.latency_ms(99.0),
-            offered_qps: offered,
-            steady_qps: steady.throughput(),
-            steady_p50_ms: steady.latency_ms(50.0),
-            steady_p99_ms: steady.latency_ms(99.0),
-            sent: sat.sent + steady.sent,
-            errors: warm_errors + sat.error_total() + steady.error_total(),
+            saturation_qps: run.saturate.throughput(),
+            saturation_p99_ms: run.saturate.latency_ms(99.0),
+            offered_qps: run.offered_qps,
+            steady_qps: run.steady.throughput(),
+            steady_p50_ms: run.steady.latency_ms(50.0),
+            steady_p99_ms: run.steady.latency_ms(99.0),
+            sent: run.saturate.sent + run.steady.sent,
+            errors: run.warm_errors + run.saturate.error_total() + run.steady.error_total(),
         };
         println!(
             "live: {kind}: miss bytes ratio simulated {:.4} measured {:.4}; {:.1} queries/s \
@@ -209,14 +211,27 @@ pub fn run(setup: &LiveSetup<'_>) -> Result<LiveReport> {
     })
 }
 
-/// Serves one policy: returns the closed-loop and open-loop measurements, the warm-up's
-/// errors, the offered open-loop rate (fixing `rate` on the first call) and the balancer's
-/// overflow share.
+/// What serving one policy measured.
+struct PolicyRun {
+    /// The closed-loop phase.
+    saturate: Measured,
+    /// The open-loop phase.
+    steady: Measured,
+    /// Failed requests of the warm-up.
+    warm_errors: u64,
+    /// The open-loop rate.
+    offered_qps: f64,
+    /// Share of the counted phases' first attempts routed by `overflow`.
+    overflow_share: f64,
+}
+
+/// Serves one policy (fixing the shared open-loop `rate` on the first call); see the
+/// module docs.
 fn serve_policy(
     setup: &LiveSetup<'_>,
     kind: PolicyKind,
     rate: &mut Option<f64>,
-) -> Result<(Measured, Measured, u64, f64, f64)> {
+) -> Result<PolicyRun> {
     let logs = setup.work_dir.join(kind.name());
     std::fs::create_dir_all(&logs).with_context(|| format!("{}: cannot create", logs.display()))?;
     let spec = ReplicaSpec {
@@ -233,7 +248,7 @@ fn serve_policy(
             table: kind.needs_table().then(|| setup.table.clone()),
             sizes: Some(setup.sizes_path.clone()),
             eps: setup.eps,
-            load: "window".into(),
+            load_window: DEFAULT_WINDOW,
         },
         &replicas.iter().collect::<Vec<_>>(),
         &logs,
@@ -243,35 +258,86 @@ fn serve_policy(
         workers: setup.concurrency,
     };
     let warm = replay_queries(&balancer.url(), &[], closed, Arc::new(setup.warm.clone()))?;
-    interrupted(&warm)?;
+    fail_if_interrupted(&warm)?;
     println!(
         "live: {kind}: warmed with {} queries ({:.1} queries/s)",
         warm.ok,
         warm.throughput()
     );
-    let sat = replay_queries(
+    let before = routing_reasons(&balancer)?;
+    let saturate = replay_queries(
         &balancer.url(),
         &stats,
         closed,
         Arc::new(setup.saturate.clone()),
     )?;
-    interrupted(&sat)?;
-    let offered = *rate.get_or_insert((sat.throughput() * setup.load_frac).max(1.0));
+    fail_if_interrupted(&saturate)?;
+    if saturate.ok == 0 || saturate.error_total() * 100 > saturate.sent {
+        bail!(
+            "{kind}: {} of {} requests failed in the closed-loop phase ({:?}); see the logs in {}",
+            saturate.error_total(),
+            saturate.sent,
+            saturate.errors,
+            logs.display()
+        );
+    }
+    let offered_qps = *rate.get_or_insert(saturate.throughput() * setup.load_frac);
+    let steady_secs = setup.steady.len() as f64 / offered_qps;
+    if steady_secs > MAX_STEADY_SECS {
+        bail!(
+            "the open-loop phase would take {steady_secs:.0} s ({} queries at {offered_qps:.1} \
+             queries/s); raise --live-rate or --live-load, or lower --live-steady",
+            setup.steady.len()
+        );
+    }
     let steady = replay_queries(
         &balancer.url(),
         &stats,
-        Mode::Open { rate: offered },
+        Mode::Open { rate: offered_qps },
         Arc::new(setup.steady.clone()),
     )?;
-    interrupted(&steady)?;
-    let overflow = overflow_share(&balancer)?;
+    fail_if_interrupted(&steady)?;
+    let after = routing_reasons(&balancer)?;
     drop(balancer);
     drop(replicas);
-    Ok((sat, steady, warm.error_total(), offered, overflow))
+    Ok(PolicyRun {
+        saturate,
+        steady,
+        warm_errors: warm.error_total(),
+        offered_qps,
+        overflow_share: after.overflow_share_since(&before),
+    })
 }
 
-/// The share of `ballot_requests_total` with `reason="overflow"` in the balancer's metrics.
-fn overflow_share(balancer: &Proc) -> Result<f64> {
+fn fail_if_interrupted(m: &Measured) -> Result<()> {
+    if m.interrupted {
+        bail!("interrupted");
+    }
+    Ok(())
+}
+
+/// The balancer's `ballot_requests_total`, summed over replicas by reason.
+#[derive(Clone, Debug, Default)]
+struct Reasons {
+    overflow: f64,
+    first_attempts: f64,
+}
+
+impl Reasons {
+    /// Overflow share of the first attempts routed between `before` and `self`.
+    fn overflow_share_since(&self, before: &Reasons) -> f64 {
+        let all = self.first_attempts - before.first_attempts;
+        if all > 0.0 {
+            (self.overflow - before.overflow) / all
+        } else {
+            0.0
+        }
+    }
+}
+
+/// Reads the routing reasons from the balancer's admin `/metrics`. Retries (`failover`)
+/// are not first attempts and are left out.
+fn routing_reasons(balancer: &Proc) -> Result<Reasons> {
     let admin = balancer.printed("admin on ").with_context(|| {
         format!(
             "the balancer printed no admin address ({})",
@@ -279,20 +345,20 @@ fn overflow_share(balancer: &Proc) -> Result<f64> {
         )
     })?;
     let text = http_get(&admin, "/metrics")?;
-    let (mut overflow, mut all) = (0.0, 0.0);
+    let mut r = Reasons::default();
     for line in text
         .lines()
-        .filter(|l| l.starts_with("ballot_requests_total{"))
+        .filter(|l| l.starts_with("ballot_requests_total{") && !l.contains("reason=\"failover\""))
     {
         let Some(v) = line.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()) else {
             continue;
         };
-        all += v;
+        r.first_attempts += v;
         if line.contains("reason=\"overflow\"") {
-            overflow += v;
+            r.overflow += v;
         }
     }
-    Ok(if all > 0.0 { overflow / all } else { 0.0 })
+    Ok(r)
 }
 
 /// A plain HTTP/1.0 GET of `path` on `addr`; returns the body.
@@ -305,26 +371,24 @@ fn http_get(addr: &str, path: &str) -> Result<String> {
     let mut text = String::new();
     s.read_to_string(&mut text)
         .with_context(|| format!("reading http://{addr}{path}"))?;
-    match text.split_once("\r\n\r\n") {
-        Some((head, body))
-            if head.starts_with("HTTP/1.1 200") || head.starts_with("HTTP/1.0 200") =>
-        {
-            Ok(body.to_owned())
-        }
-        _ => bail!("http://{addr}{path} did not answer 200"),
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head.lines().next().unwrap_or("");
+    if status.split_whitespace().nth(1) == Some("200") {
+        Ok(body.to_owned())
+    } else {
+        bail!("http://{addr}{path} answered {status:?}, not 200")
     }
 }
 
-fn interrupted(m: &Measured) -> Result<()> {
-    if m.interrupted {
-        bail!("interrupted");
-    }
-    Ok(())
+/// The simulator's prediction for one policy.
+struct Simulated {
+    miss_bytes_ratio: f64,
+    imbalance: f64,
+    overflow_share: f64,
 }
 
-/// Simulated (miss bytes ratio, imbalance, overflow share) per policy over warm + counted
-/// queries.
-fn simulate(setup: &LiveSetup<'_>, table: &Arc<VotingTable>) -> Result<Vec<(f64, f64, f64)>> {
+/// Simulates every policy over warm + counted queries.
+fn simulate(setup: &LiveSetup<'_>, table: &Arc<VotingTable>) -> Result<Vec<Simulated>> {
     let queries = setup
         .warm
         .iter()
@@ -351,12 +415,16 @@ fn simulate(setup: &LiveSetup<'_>, table: &Arc<VotingTable>) -> Result<Vec<(f64,
         .map(|&kind| {
             let policy = build_policy(kind, &params)?;
             let r = replay(&trace, policy.as_ref(), &cfg, &mut NoObserver);
-            Ok((r.miss_bytes_ratio, r.imbalance, r.overflow_share))
+            Ok(Simulated {
+                miss_bytes_ratio: r.miss_bytes_ratio,
+                imbalance: r.imbalance,
+                overflow_share: r.overflow_share,
+            })
         })
         .collect()
 }
 
-fn delta(s: &crate::cmd::replay::stats::ClusterStats, i: usize, key: &str) -> u64 {
+fn delta(s: &ClusterStats, i: usize, key: &str) -> u64 {
     s.replicas
         .get(i)
         .and_then(|r| r.delta.get(key))
@@ -374,6 +442,5 @@ fn ratio(a: u64, b: u64) -> f64 {
 
 /// Writes the live report as JSON.
 pub fn write_json(path: &Path, report: &LiveReport) -> Result<()> {
-    let text = serde_json::to_string_pretty(report)?;
-    std::fs::write(path, text + "\n").with_context(|| format!("{}: cannot write", path.display()))
+    crate::cmd::eval::write_json(path, &serde_json::to_value(report)?)
 }

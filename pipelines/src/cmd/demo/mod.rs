@@ -82,8 +82,31 @@ pub struct DemoArgs {
     pub live_rate: Option<f64>,
 }
 
+/// Load-bound slack of every policy in the demo, simulated and live.
+const DEMO_EPS: f64 = 0.05;
+
 impl DemoArgs {
     fn validate(&self) -> Result<()> {
+        if !(1..=balancer::MAX_REPLICAS).contains(&self.replicas) {
+            bail!(
+                "--replicas must be between 1 and {}, got {}",
+                balancer::MAX_REPLICAS,
+                self.replicas
+            );
+        }
+        let frac_ok = |f: f64| f > 0.0 && f <= 1.0;
+        if !frac_ok(self.train_cache_frac) {
+            bail!(
+                "--train-cache-frac {} is not in (0, 1]",
+                self.train_cache_frac
+            );
+        }
+        if let Some(f) = self.cache_frac.iter().find(|&&f| !frac_ok(f)) {
+            bail!("--cache-frac {f} is not in (0, 1]");
+        }
+        if self.docs == 0 || self.docs > u64::from(u32::MAX) {
+            bail!("--docs must be between 1 and {}", u32::MAX);
+        }
         if !(self.flash_read_mbps.is_finite() && self.flash_read_mbps > 0.0) {
             bail!("--flash-read-mbps must be a positive number");
         }
@@ -103,16 +126,35 @@ impl DemoArgs {
 /// Runs the demo.
 pub fn run(args: &DemoArgs) -> Result<()> {
     args.validate()?;
-    let live_policies = parse_policies(&args.live_policies, true)?;
-    std::fs::create_dir_all(&args.out)
-        .with_context(|| format!("{}: cannot create output directory", args.out.display()))?;
-    let index = args.out.join("index");
-    let table = args.out.join("table.parquet");
+    let live_policies = parse_policies(&args.live_policies, true).context("--live-policies")?;
     let split = SplitArgs {
         split: 0.8,
         shuffle_seed: 1,
         split_time: None,
     };
+    // The live part's queries, checked before any work: the last train queries warm, the
+    // first test queries are counted.
+    let live_queries = if args.no_live {
+        None
+    } else {
+        let dataset = args.log.load()?;
+        let order = split.apply(&dataset)?;
+        let test = order.test().len();
+        if test < args.live_saturate + args.live_steady {
+            bail!(
+                "{}: the test part has {test} queries; --live-saturate {} + --live-steady {} \
+                 need more (lower them, or use a larger log)",
+                dataset.label,
+                args.live_saturate,
+                args.live_steady
+            );
+        }
+        Some((dataset, order))
+    };
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("{}: cannot create output directory", args.out.display()))?;
+    let index = args.out.join("index");
+    let table = args.out.join("table.parquet");
 
     // 1. A replica index; its stored sizes are what every later step counts.
     build_index::run(&BuildIndexArgs {
@@ -142,7 +184,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
         replicas: args.replicas,
         cache_frac: args.train_cache_frac,
         eviction: cache_sim::eviction::EvictionKind::Lru,
-        eps: 0.05,
+        eps: DEMO_EPS,
         iterations: defaults.iterations,
         seed: 1,
         min_term_freqs: vec![2, 3],
@@ -165,7 +207,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
         policies: "all".into(),
         table: Some(table.clone()),
         eviction: cache_sim::eviction::EvictionKind::Lru,
-        eps: 0.05,
+        eps: DEMO_EPS,
         window: cache_sim::sim::replay::DEFAULT_WINDOW,
         seed: 1,
         json: Some(args.out.join("eval.json")),
@@ -175,11 +217,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
     write_json(&args.out.join("config.json"), &eval_report.config)?;
 
     // 4. Live.
-    let live_report = if args.no_live {
-        None
-    } else {
-        let dataset = args.log.load()?;
-        let order = split.apply(&dataset)?;
+    let live_report = if let Some((dataset, order)) = live_queries {
         let loaded = sizes.load(&dataset)?;
         let all =
             cache_sim::sim::Trace::build(dataset.ordered(&order), order.train().len(), &loaded);
@@ -193,8 +231,8 @@ pub fn run(args: &DemoArgs) -> Result<()> {
         let train_ids = order.train();
         let warm = pick(&train_ids[train_ids.len().saturating_sub(args.live_warm)..]);
         let test = order.test();
-        let n_sat = args.live_saturate.min(test.len());
-        let n_steady = args.live_steady.min(test.len() - n_sat);
+        let n_sat = args.live_saturate;
+        let n_steady = args.live_steady;
         let setup = live::LiveSetup {
             replicas: args.replicas,
             index: index.clone(),
@@ -203,7 +241,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
             table: table.clone(),
             cache_bytes,
             flash_read_mbps: Some(args.flash_read_mbps),
-            eps: 0.05,
+            eps: DEMO_EPS,
             warm,
             saturate: pick(&test[..n_sat]),
             steady: pick(&test[n_sat..n_sat + n_steady]),
@@ -217,6 +255,8 @@ pub fn run(args: &DemoArgs) -> Result<()> {
         live::write_json(&args.out.join("live.json"), &r)?;
         report::live_charts(&args.out, &r)?;
         Some(r)
+    } else {
+        None
     };
 
     let md = report::render(&eval_report, live_report.as_ref())?;
