@@ -17,6 +17,7 @@
 //! queries interleave their cache accesses, and a replica falling behind (at the balancer's
 //! default stall cap, twice the mean of requests in flight plus 8) sheds queries.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -110,6 +111,8 @@ pub struct LiveRow {
     pub sent: u64,
     /// Failed requests over warm-up and both phases.
     pub errors: u64,
+    /// The same failures by kind (`http_400`, `timeout`, ...).
+    pub errors_by_kind: BTreeMap<String, u64>,
 }
 
 /// What the live run measured.
@@ -185,17 +188,28 @@ pub fn run(setup: &LiveSetup<'_>) -> Result<LiveReport> {
             steady_p50_ms: run.steady.latency_ms(50.0),
             steady_p99_ms: run.steady.latency_ms(99.0),
             sent: run.saturate.sent + run.steady.sent,
-            errors: run.warm_errors + run.saturate.error_total() + run.steady.error_total(),
+            errors: run.warm_errors.values().sum::<u64>()
+                + run.saturate.error_total()
+                + run.steady.error_total(),
+            errors_by_kind: merge_counts([
+                &run.warm_errors,
+                &run.saturate.errors,
+                &run.steady.errors,
+            ]),
         };
         println!(
             "live: {kind}: miss bytes ratio simulated {:.4} measured {:.4}; {:.1} queries/s \
-             at saturation; p99 {:.1} ms at {:.1} queries/s offered; {} errors",
+             at saturation; p99 {:.1} ms at {:.1} queries/s offered; {}",
             row.simulated_miss_bytes_ratio,
             row.measured_miss_bytes_ratio,
             row.saturation_qps,
             row.steady_p99_ms,
             row.offered_qps,
-            row.errors
+            if row.errors == 0 {
+                "0 errors".to_owned()
+            } else {
+                format!("errors {:?}", row.errors_by_kind)
+            }
         );
         rows.push(row);
     }
@@ -217,8 +231,8 @@ struct PolicyRun {
     saturate: Measured,
     /// The open-loop phase.
     steady: Measured,
-    /// Failed requests of the warm-up.
-    warm_errors: u64,
+    /// Failed requests of the warm-up, by kind.
+    warm_errors: BTreeMap<String, u64>,
     /// The open-loop rate.
     offered_qps: f64,
     /// Share of the counted phases' first attempts routed by `overflow`.
@@ -303,7 +317,7 @@ fn serve_policy(
     Ok(PolicyRun {
         saturate,
         steady,
-        warm_errors: warm.error_total(),
+        warm_errors: warm.errors.clone(),
         offered_qps,
         overflow_share: after.overflow_share_since(&before),
     })
@@ -422,6 +436,19 @@ fn simulate(setup: &LiveSetup<'_>, table: &Arc<VotingTable>) -> Result<Vec<Simul
             })
         })
         .collect()
+}
+
+/// Sums counts by key.
+fn merge_counts<'a>(
+    maps: impl IntoIterator<Item = &'a BTreeMap<String, u64>>,
+) -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    for m in maps {
+        for (k, v) in m {
+            *out.entry(k.clone()).or_insert(0) += v;
+        }
+    }
+    out
 }
 
 fn delta(s: &ClusterStats, i: usize, key: &str) -> u64 {

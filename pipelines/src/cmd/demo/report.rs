@@ -162,7 +162,7 @@ fn live_section(md: &mut String, live: &LiveReport) -> Result<()> {
     writeln!(md, "- **offered / p50 / p99 at offered load**: the open-loop phase sends at one fixed rate for every policy (a fraction of the first policy's saturation throughput); latency is measured from each request's intended send time, so queueing is not hidden.")?;
     writeln!(
         md,
-        "- **errors**: failed client requests over the warm-up and both phases (any kind)."
+        "- **errors**: failed client requests over the warm-up and both phases (any kind; by kind in `live.json`, `errors_by_kind`)."
     )?;
     Ok(())
 }
