@@ -29,6 +29,9 @@ pub struct Partition {
     pub edge_cut: i64,
 }
 
+/// Serializes METIS calls (see [`partition`]).
+static METIS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Partitions `graph` into `parts` parts with imbalance `ufactor` (thousandths: 30 = 3%).
 pub fn partition(
     graph: &TermQueryGraph,
@@ -45,6 +48,9 @@ pub fn partition(
     }
     let mut part = vec![0i32; n];
     let err = |e: &dyn std::fmt::Display| PartitionError::Metis(e.to_string());
+    // METIS seeds one process-wide random generator (GKlib's), so two partitions running
+    // at once would draw from each other's sequence and stop being reproducible.
+    let _one_at_a_time = METIS.lock().unwrap_or_else(|e| e.into_inner());
     let cut = Graph::new(2, parts as i32, &graph.xadj, &graph.adjncy)
         .map_err(|e| err(&format!("{e:?}")))?
         .set_vwgt(&graph.vwgt)

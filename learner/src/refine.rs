@@ -28,8 +28,15 @@
 //!    `λ_r ← λ_r · (fair / demand_r)^(step / √(k + 1))` at iteration k). Fewer
 //!    queries then overflow the load bound to a random replica, which pollutes caches.
 //!
+//! 5. **Price the flash (optional, `flash_price > 0`).** The same multiplier is also moved
+//!    by each replica's share of the flash bytes read over the fit part:
+//!    `λ_r ← λ_r · (fair / flash_r)^(flash_price · step / √(k + 1))`. Balanced query counts
+//!    can still leave one replica reading much more than the others (it is home to the
+//!    heaviest lists), and when flash is the bottleneck that replica caps throughput.
+//!
 //! The best table on validation is kept, so refinement never returns a table worse on
-//! validation than the initial one.
+//! validation than the initial one. "Best" is the lowest [`objective`]: the miss bytes
+//! ratio, or, with a flash price, the flash bytes the busiest replica reads per query.
 
 use std::sync::Arc;
 
@@ -56,6 +63,25 @@ pub struct RefineConfig {
     pub secondary: f64,
     /// Requests a replica must have seen for a term before it gets a secondary vote.
     pub secondary_min_requests: u32,
+    /// Weight of the flash-balance price (0: balance query counts only).
+    pub flash_price: f64,
+}
+
+/// What refinement (and candidate selection) minimizes on validation: the miss bytes ratio,
+/// or with `flash_price > 0` the flash bytes per query of the busiest replica
+/// (`flash_bytes_per_query · R · max flash share`), which bounds throughput when flash is
+/// the bottleneck.
+pub fn objective(result: &SimResult, flash_price: f64) -> f64 {
+    if flash_price > 0.0 {
+        let max_share = result
+            .replica_flash_share
+            .iter()
+            .copied()
+            .fold(0.0f64, f64::max);
+        result.flash_bytes_per_query * result.replica_flash_share.len() as f64 * max_share
+    } else {
+        result.miss_bytes_ratio
+    }
 }
 
 impl Default for RefineConfig {
@@ -67,6 +93,7 @@ impl Default for RefineConfig {
             price_step: 0.3,
             secondary: 1.0,
             secondary_min_requests: 4,
+            flash_price: 0.0,
         }
     }
 }
@@ -101,6 +128,8 @@ struct Watch {
     hits: Vec<u32>,
     fit_requested: u64,
     fit_missed: u64,
+    /// Flash bytes read per replica over the fit part.
+    fit_missed_by_replica: Vec<u64>,
     bytes: Arc<[u64]>,
 }
 
@@ -121,6 +150,7 @@ impl Observer for Watch {
             self.hits[i] += 1;
         } else {
             self.fit_missed += b;
+            self.fit_missed_by_replica[replica as usize] += b;
         }
     }
 }
@@ -178,6 +208,7 @@ pub fn refine(
             hits: vec![0; trace.dict.len() * r],
             fit_requested: 0,
             fit_missed: 0,
+            fit_missed_by_replica: vec![0; r],
             bytes: bytes.clone(),
         };
         let result = replay(trace, &policy, sim, &mut watch);
@@ -197,9 +228,9 @@ pub fn refine(
         };
         progress(&record);
         history.push(record);
-        let improved = best
-            .as_ref()
-            .is_none_or(|(_, b, _)| result.miss_bytes_ratio < b.miss_bytes_ratio);
+        let improved = best.as_ref().is_none_or(|(_, b, _)| {
+            objective(&result, cfg.flash_price) < objective(b, cfg.flash_price)
+        });
         if improved {
             best = Some((votes.clone(), result, iteration));
             since_best = 0;
@@ -273,6 +304,14 @@ fn update(
         for (p, &d) in prices.iter_mut().zip(demand) {
             let d = (d as f64).max(1.0);
             *p = (*p * (fair / d).powf(step)).clamp(0.25, 4.0);
+        }
+    }
+    let flash: u64 = watch.fit_missed_by_replica.iter().sum();
+    if cfg.flash_price > 0.0 && flash > 0 {
+        let fair = flash as f64 / r as f64;
+        for (p, &f) in prices.iter_mut().zip(&watch.fit_missed_by_replica) {
+            let f = (f as f64).max(1.0);
+            *p = (*p * (fair / f).powf(step * cfg.flash_price)).clamp(0.25, 4.0);
         }
     }
     let mut moved = 0u64;

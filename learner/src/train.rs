@@ -18,7 +18,7 @@ use std::sync::Arc;
 use crate::aggregate::{aggregate, Aggregate};
 use crate::graph::{build_graph, GraphError, TermQueryGraph};
 use crate::partition::{partition, Partition, PartitionError};
-use crate::refine::{refine, IterationRecord, RefineConfig, Refined};
+use crate::refine::{objective, refine, IterationRecord, RefineConfig, Refined};
 use crate::report::{CandidateRecord, GraphStats, StageTime, TrainReport};
 use crate::votes::TermVotes;
 
@@ -205,7 +205,8 @@ pub fn train(
                 validation_miss_bytes_ratio: refined.best_result.miss_bytes_ratio,
             });
             let better = chosen.as_ref().is_none_or(|c| {
-                refined.best_result.miss_bytes_ratio < c.refined.best_result.miss_bytes_ratio
+                let price = cfg.refine.flash_price;
+                objective(&refined.best_result, price) < objective(&c.refined.best_result, price)
             });
             if better {
                 chosen = Some(Chosen {

@@ -35,6 +35,10 @@ fn setup() -> Setup {
 }
 
 fn run(s: &Setup) -> (TrainOutput, Trace) {
+    run_with(s, 0.0)
+}
+
+fn run_with(s: &Setup, flash_price: f64) -> (TrainOutput, Trace) {
     let trace = Trace::build(
         s.order
             .order
@@ -51,6 +55,7 @@ fn run(s: &Setup) -> (TrainOutput, Trace) {
         .collect();
     let mut cfg = TrainConfig::new(4, 0.05, trace.capacity_for(0.05));
     cfg.refine.iterations = 12;
+    cfg.refine.flash_price = flash_price;
     cfg.window = 2_000;
     let out = train(&train_q, &s.sizes, &cfg, |_| {}, |_| {}).unwrap();
     (out, trace)
@@ -141,4 +146,43 @@ fn training_refines_generalizes_round_trips_and_repeats() {
     };
     assert_eq!(stable(&again.table), stable(&out.table));
     assert_eq!(again.report.iterations, out.report.iterations);
+}
+
+/// The table's busiest replica's share of the flash bytes read over the test part.
+fn busiest_flash_share(trace: &Trace, table: &VotingTable) -> f64 {
+    let grid = run_grid(
+        trace,
+        &GridConfig {
+            replicas: 4,
+            cache_fracs: vec![0.05],
+            policies: vec![PolicyKind::Table],
+            eviction: cache_sim::eviction::EvictionKind::Lru,
+            eps: 0.05,
+            window: 2_000,
+            seed: 1,
+            table: Some(Arc::new(table.clone())),
+        },
+    )
+    .unwrap();
+    grid.results[0]
+        .sim
+        .replica_flash_share
+        .iter()
+        .copied()
+        .fold(0.0, f64::max)
+}
+
+#[test]
+fn a_flash_price_spreads_the_flash_reads() {
+    let s = setup();
+    let (plain, trace) = run_with(&s, 0.0);
+    let (priced, _) = run_with(&s, 1.0);
+    let (a, b) = (
+        busiest_flash_share(&trace, &plain.table),
+        busiest_flash_share(&trace, &priced.table),
+    );
+    assert!(
+        b < a,
+        "with a flash price the busiest replica should read a smaller share: {b} vs {a}"
+    );
 }

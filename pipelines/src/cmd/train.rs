@@ -62,6 +62,11 @@ pub struct TrainArgs {
     /// Stop refining after this many iterations without a validation improvement.
     #[arg(long, default_value_t = RefineConfig::default().patience)]
     pub patience: usize,
+    /// Also balance the flash bytes each replica reads, with this weight (0 = off), and keep
+    /// the table whose busiest replica reads the least flash per query (for clusters where
+    /// flash bandwidth is the bottleneck).
+    #[arg(long, default_value_t = RefineConfig::default().flash_price)]
+    pub flash_price: f64,
     /// Share of the train part held out for early stopping.
     #[arg(long, default_value_t = 0.1)]
     pub validation_frac: f64,
@@ -80,6 +85,9 @@ pub struct TrainArgs {
 pub fn run(args: &TrainArgs) -> Result<()> {
     if args.cache_frac.is_nan() || args.cache_frac <= 0.0 || args.cache_frac > 1.0 {
         bail!("--cache-frac {} is not in (0, 1]", args.cache_frac);
+    }
+    if !(args.flash_price.is_finite() && args.flash_price >= 0.0) {
+        bail!("--flash-price {} must be a number >= 0", args.flash_price);
     }
     let dataset = args.log.load_reported()?;
     let sizes = args.sizes.load(&dataset)?;
@@ -107,6 +115,7 @@ pub fn run(args: &TrainArgs) -> Result<()> {
             move_margin: args.move_margin,
             price_step: args.price_step,
             secondary: args.secondary,
+            flash_price: args.flash_price,
             ..RefineConfig::default()
         },
         ..TrainConfig::new(args.replicas, args.cache_frac, capacity)

@@ -52,6 +52,9 @@ pub struct DemoArgs {
     /// Per-replica cache sizes to simulate (fractions of the distinct postings bytes).
     #[arg(long, default_value = "0.02,0.05,0.1", value_delimiter = ',')]
     pub cache_frac: Vec<f64>,
+    /// Train with this flash-balance weight (`ballot train --flash-price`; 0 = off).
+    #[arg(long, default_value_t = 0.0)]
+    pub flash_price: f64,
     /// Skip the live part (no processes, no HTTP).
     #[arg(long)]
     pub no_live: bool,
@@ -193,6 +196,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
         price_step: defaults.price_step,
         secondary: defaults.secondary,
         patience: defaults.patience,
+        flash_price: args.flash_price,
         validation_frac: 0.1,
         output: table.clone(),
         report: Some(args.out.join("train.json")),
