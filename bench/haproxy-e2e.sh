@@ -47,7 +47,8 @@
 # queries routed to each replica over its last 10,000 decisions, as the simulator does;
 # in-flight: requests in flight, HAProxy's rule), BALLOT_CONFIG_EXTRA (top-level TOML lines
 # added to ballot's config, `\n`-separated), SKIP_BUILD=1 (use the binaries already in
-# target/release).
+# target/release), FLASH_PRICE (0; `ballot train --flash-price`, which also balances the
+# flash bytes each replica reads).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -67,6 +68,7 @@ SYSTEMS=${SYSTEMS:-"table ch-bl haproxy round-robin"}
 ROUNDS=${ROUNDS:-1}
 LB_THREADS=${LB_THREADS:-1}
 BALLOT_LOAD=${BALLOT_LOAD:-window}
+FLASH_PRICE=${FLASH_PRICE:-0}
 BASE_PORT=${BASE_PORT:-18400}
 HAPROXY_PORT=$((BASE_PORT + 50))
 BALLOT_PORT=$((BASE_PORT + 60))
@@ -115,11 +117,12 @@ if [ ! -f "$INDEX/manifest.json" ] ||
 fi
 SIZES=$INDEX/sizes.parquet
 TAG="docs$DOCS-r$REPLICAS-f$CACHE_FRAC-e$EPS"
+[ "$FLASH_PRICE" != 0 ] && TAG="$TAG-fp$FLASH_PRICE"
 TABLE=$BENCH_DIR/table-$TAG.parquet
 EVAL=$BENCH_DIR/eval-$TAG.json
 if [ ! -f "$TABLE" ] || [ "$TABLE" -ot "$INDEX/manifest.json" ]; then
   "$BIN/ballot" train --sizes "$SIZES" --replicas "$REPLICAS" --cache-frac "$CACHE_FRAC" \
-    --eps "$EPS" -o "$TABLE" --report "$BENCH_DIR/train-$TAG.json" >"$BENCH_DIR/train-$TAG.log" 2>&1 ||
+    --eps "$EPS" --flash-price "$FLASH_PRICE" -o "$TABLE" --report "$BENCH_DIR/train-$TAG.json" >"$BENCH_DIR/train-$TAG.log" 2>&1 ||
     { tail -20 "$BENCH_DIR/train-$TAG.log" >&2; exit 1; }
 fi
 if [ ! -f "$EVAL" ] || [ "$EVAL" -ot "$TABLE" ]; then
