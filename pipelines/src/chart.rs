@@ -53,14 +53,13 @@ pub fn line_chart(
     }
     let pad = ((x1 - x0) * 0.05).max(x0.abs() * 0.05).max(1e-3);
     let root = SVGBackend::new(path, (900, 560)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| err(&e))?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 20))
-        .margin(16)
-        .x_label_area_size(44)
-        .y_label_area_size(60)
-        .build_cartesian_2d((x0 - pad)..(x1 + pad), 0.0..(y1 * 1.1).max(0.05))
-        .map_err(|e| err(&e))?;
+    let mut chart = frame(
+        path,
+        &root,
+        title,
+        (x0 - pad)..(x1 + pad),
+        (y1 * 1.1).max(0.05),
+    )?;
     chart
         .configure_mesh()
         .x_desc(x_label)
@@ -124,14 +123,13 @@ pub fn bar_chart(
         .fold(0.0f64, f64::max);
     let n = categories.len();
     let root = SVGBackend::new(path, (900, 560)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| err(&e))?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 20))
-        .margin(16)
-        .x_label_area_size(44)
-        .y_label_area_size(60)
-        .build_cartesian_2d(-0.5..(n as f64 - 0.5), 0.0..(y1 * 1.15).max(0.05))
-        .map_err(|e| err(&e))?;
+    let mut chart = frame(
+        path,
+        &root,
+        title,
+        -0.5..(n as f64 - 0.5),
+        (y1 * 1.15).max(0.05),
+    )?;
     let label = |x: &f64| {
         let i = x.round();
         if (x - i).abs() < 1e-6 && i >= 0.0 && (i as usize) < n {
@@ -176,6 +174,25 @@ type SvgChart<'a> = ChartContext<
     SVGBackend<'a>,
     Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
 >;
+
+/// A white canvas with `title` and axes over `x` and `[0, y_top]`.
+fn frame<'a>(
+    path: &Path,
+    root: &DrawingArea<SVGBackend<'a>, plotters::coord::Shift>,
+    title: &str,
+    x: std::ops::Range<f64>,
+    y_top: f64,
+) -> Result<SvgChart<'a>> {
+    let err = |e: &dyn std::fmt::Display| anyhow!("{}: cannot draw chart: {e}", path.display());
+    root.fill(&WHITE).map_err(|e| err(&e))?;
+    ChartBuilder::on(root)
+        .caption(title, ("sans-serif", 20))
+        .margin(16)
+        .x_label_area_size(44)
+        .y_label_area_size(60)
+        .build_cartesian_2d(x, 0.0..y_top)
+        .map_err(|e| err(&e))
+}
 
 /// Draws the legend in the upper right and writes the file.
 fn finish(

@@ -283,21 +283,6 @@ impl LoadView for View<'_> {
         }
         bits
     }
-
-    fn below_cap_bits(&self, mask: u64, cap: u64) -> u64 {
-        let mut under = 0u64;
-        let mut rest = mask;
-        while rest != 0 {
-            let r = rest.trailing_zeros() as usize;
-            rest &= rest - 1;
-            if let Some(Some(rep)) = self.slots.get(r) {
-                if self.load_of(r, rep) < cap {
-                    under |= 1 << r;
-                }
-            }
-        }
-        under
-    }
 }
 
 /// A table ramp in progress.
