@@ -11,18 +11,15 @@
 //! balancer call the same code.
 //!
 //! [`ramp`] rolls a new voting table in a slice of queries at a time (grouped by their
-//! strongest new-table term); [`server`] is the HTTP load balancer (proxy, health checks,
-//! failover, hot table reload, admin API, metrics) and [`cli`] its command line, run by the
-//! `balancer` binary and by `ballot balancer`.
+//! strongest new-table term). The HTTP load balancer that serves these policies is the
+//! `balancer-server` crate; this one compiles without tokio, axum or hyper.
 
 #![forbid(unsafe_code)]
 
-pub mod cli;
 pub mod load;
 pub mod policy;
 pub mod ramp;
 pub mod ring;
-pub mod server;
 
 pub use load::{load_cap, LoadView, StaticLoad, MAX_REPLICAS};
 pub use policy::{

@@ -74,7 +74,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
         Command::Replica(a) => return replica::cli::main_from(a.argv("ballot replica")),
-        Command::Balancer(a) => balancer::cli::main_from(a.argv("ballot balancer")),
+        Command::Balancer(a) => balancer_server::cli::main_from(a.argv("ballot balancer")),
         Command::Ingest(a) => cmd::data_cmds::ingest(a),
         Command::Gen(a) => cmd::data_cmds::gen(a),
         Command::Sizes(a) => cmd::data_cmds::sizes(a),

@@ -15,9 +15,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::server::config::Config;
-use crate::server::reload::{reload, Source};
-use crate::server::{admin, front, App};
+use crate::config::Config;
+use crate::reload::{reload, Source};
+use crate::{admin, front, App};
 use anyhow::Context;
 use clap::Parser;
 use tokio::signal::unix::{signal, SignalKind};
@@ -61,7 +61,7 @@ where
     rt.block_on(run(cfg, workers))
 }
 
-async fn run(cfg: crate::server::config::Validated, workers: usize) -> anyhow::Result<()> {
+async fn run(cfg: crate::config::Validated, workers: usize) -> anyhow::Result<()> {
     let listen = cfg.config.listen;
     let admin_listen = cfg.config.admin_listen;
     let drain_limit = cfg.deadline() + Duration::from_secs(1);

@@ -1,6 +1,6 @@
 //! A trailing window of routing decisions, shared by every worker: how many of the last
 //! `len` queries went to each replica. With `load = "window"` it is the load the bounded-load
-//! rule compares, as in the simulator ([`crate::load`]; `cache_sim`'s `WindowLoad`), so the
+//! rule compares, as in the simulator ([`balancer::load`]; `cache_sim`'s `WindowLoad`), so the
 //! learned table is served under the bound it was trained and evaluated with.
 //!
 //! Why it exists: the in-flight bound compares a few requests per replica, so its slack of
@@ -19,7 +19,7 @@
 
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 
-use crate::load::MAX_REPLICAS;
+use balancer::load::MAX_REPLICAS;
 
 /// The most decisions a window may hold.
 pub const MAX_WINDOW: usize = 10_000_000;

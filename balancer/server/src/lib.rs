@@ -1,4 +1,4 @@
-//! The HTTP load balancer behind the `balancer` binary: an axum server whose `/search`
+//! `balancer-server`: the HTTP load balancer behind the `balancer` binary: an axum server whose `/search`
 //! proxies to replicas chosen by a routing policy (pooled hyper-util client), with active
 //! and passive health checking, retries on the next-ranked replica, hot voting-table reload
 //! with a ramp, run-time membership, and Prometheus metrics. Its shape follows HAProxy and
@@ -11,8 +11,10 @@
 //! * [`upstream`]: keep-alive connections to replicas.
 //! * [`health`]: active checks. [`reload`]: table reload. [`admin`]: the admin API.
 //! * [`metrics`]: metric names and the recorder. [`window`]: the trailing-window load.
+//! * [`cli`]: the command line, run by the `balancer` binary and by `ballot balancer`.
 
 pub mod admin;
+pub mod cli;
 pub mod config;
 pub mod front;
 pub mod health;
@@ -34,10 +36,10 @@ use axum::routing::get;
 use axum::Router;
 use metrics_exporter_prometheus::PrometheusHandle;
 
-use crate::policy::TermBytes;
-use crate::server::config::Validated;
-use crate::server::proxy::Proxy;
-use crate::server::state::State;
+use crate::config::Validated;
+use crate::proxy::Proxy;
+use crate::state::State;
+use balancer::policy::TermBytes;
 
 /// Why the balancer could not start.
 #[derive(Debug, thiserror::Error)]

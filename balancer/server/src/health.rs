@@ -10,9 +10,9 @@ use axum::http::Request;
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Bytes;
 
-use crate::server::config::HealthConfig;
-use crate::server::proxy::{client, UpstreamClient};
-use crate::server::state::Replica;
+use crate::config::HealthConfig;
+use crate::proxy::{client, UpstreamClient};
+use crate::state::Replica;
 
 /// One check of `replica`.
 async fn check(client: &UpstreamClient, replica: &Replica, timeout: Duration) -> bool {

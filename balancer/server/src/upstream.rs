@@ -24,7 +24,7 @@ use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
-use crate::server::state::InFlight;
+use crate::state::InFlight;
 
 type Sender = SendRequest<Empty<Bytes>>;
 
@@ -86,7 +86,7 @@ impl Pool {
     }
 
     fn shard(&self) -> &Mutex<Vec<Sender>> {
-        &self.idle[crate::server::front::worker() % SHARDS]
+        &self.idle[crate::front::worker() % SHARDS]
     }
 
     fn take(&self) -> Option<Sender> {

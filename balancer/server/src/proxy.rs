@@ -1,6 +1,6 @@
 //! The proxy path: `GET /search?q=...` is tokenized, routed, and forwarded with its whole
 //! query string to the chosen replica over pooled keep-alive connections (each replica's
-//! [`Pool`](crate::server::upstream::Pool)); the response streams back with `x-ballot-replica` and `x-ballot-reason`.
+//! [`Pool`](crate::upstream::Pool)); the response streams back with `x-ballot-replica` and `x-ballot-reason`.
 //!
 //! Failover follows HAProxy's `option redispatch` with `retries`: on a connect failure or a
 //! timeout the replica is ejected passively and the query is routed again with the failed
@@ -27,11 +27,11 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use metrics::{Counter, Histogram};
 
-use crate::policy::{hash_tokens, QueryKey, Reason};
-use crate::server::metrics as m;
-use crate::server::query::extract_q;
-use crate::server::state::{Choice, State};
-use crate::server::upstream::Relay;
+use crate::metrics as m;
+use crate::query::extract_q;
+use crate::state::{Choice, State};
+use crate::upstream::Relay;
+use balancer::policy::{hash_tokens, QueryKey, Reason};
 
 /// The pooled client of the health checks.
 pub type UpstreamClient = Client<HttpConnector, Empty<Bytes>>;

@@ -24,7 +24,7 @@ use hyper_util::service::TowerToHyperService;
 use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::{oneshot, watch};
 
-use crate::server::{client_router, App};
+use crate::{client_router, App};
 
 type BoxFuture = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
 

@@ -17,18 +17,18 @@ use arc_swap::ArcSwap;
 use axum::http::HeaderValue;
 use data::rng::Rng;
 
-use crate::load::{LoadView, MAX_REPLICAS};
-use crate::policy::table::TableVotes;
-use crate::policy::vote::pick;
-use crate::policy::{
+use crate::config::{LoadKind, Validated};
+use crate::metrics::{self as m, ReplicaMetrics};
+use crate::upstream::Pool;
+use crate::window::RecentRoutes;
+use balancer::load::{LoadView, MAX_REPLICAS};
+use balancer::policy::table::TableVotes;
+use balancer::policy::vote::pick;
+use balancer::policy::{
     build_policy, Decision, PolicyError, PolicyKind, PolicyParams, QueryKey, Reason, RoutingPolicy,
     TermBytes,
 };
-use crate::ramp::{RampedTable, SharedVotes};
-use crate::server::config::{LoadKind, Validated};
-use crate::server::metrics::{self as m, ReplicaMetrics};
-use crate::server::upstream::Pool;
-use crate::server::window::RecentRoutes;
+use balancer::ramp::{RampedTable, SharedVotes};
 
 /// One backend replica.
 pub struct Replica {
@@ -62,8 +62,8 @@ impl std::fmt::Debug for Replica {
 impl Replica {
     /// A healthy, enabled replica (checked names and addresses only).
     pub fn new(name: &str, address: &str) -> Result<Self, String> {
-        crate::server::config::check_name(name)?;
-        crate::server::config::check_address(address)?;
+        crate::config::check_name(name)?;
+        crate::config::check_address(address)?;
         let header = HeaderValue::from_str(name).map_err(|e| e.to_string())?;
         let pool = Pool::new(address)?;
         Ok(Replica {
@@ -219,7 +219,7 @@ impl<'a> View<'a> {
             .fold(0u64, |a, r| a.saturating_add(r.in_flight()));
         let live = self.live_bits().count_ones() as usize;
         self.stall_cap =
-            crate::load::load_cap(stall_eps, in_flight, live).saturating_add(stall_slack);
+            balancer::load::load_cap(stall_eps, in_flight, live).saturating_add(stall_slack);
         self.window = Some(window);
         self
     }

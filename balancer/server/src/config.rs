@@ -40,9 +40,9 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::load::MAX_REPLICAS;
-use crate::policy::{PolicyKind, DEFAULT_EPS};
-use crate::ring::{DEFAULT_VNODES, MAX_VNODES, MIN_VNODES};
+use balancer::load::MAX_REPLICAS;
+use balancer::policy::{PolicyKind, DEFAULT_EPS};
+use balancer::ring::{DEFAULT_VNODES, MAX_VNODES, MIN_VNODES};
 
 /// Why a configuration was rejected. Every variant names the file.
 #[derive(Debug, thiserror::Error)]
@@ -339,7 +339,7 @@ impl Config {
             .policy
             .name
             .parse()
-            .map_err(|e: crate::policy::ParsePolicyKindError| invalid(format!("policy: {e}")))?;
+            .map_err(|e: balancer::policy::ParsePolicyKindError| invalid(format!("policy: {e}")))?;
         if config.replicas.is_empty() || config.replicas.len() > MAX_REPLICAS {
             return Err(invalid(format!(
                 "replicas: need 1 to {MAX_REPLICAS}, got {}",
@@ -365,10 +365,10 @@ impl Config {
                 config.stall_eps
             )));
         }
-        if !(1..=crate::server::window::MAX_WINDOW).contains(&config.load_window) {
+        if !(1..=crate::window::MAX_WINDOW).contains(&config.load_window) {
             return Err(invalid(format!(
                 "load_window must be between 1 and {}, got {}",
-                crate::server::window::MAX_WINDOW,
+                crate::window::MAX_WINDOW,
                 config.load_window
             )));
         }

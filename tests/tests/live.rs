@@ -9,14 +9,13 @@
 //!
 //! Each test bounds itself (small log, short replays, timeouts) and stops its processes.
 
-mod common;
-
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
-use common::{ballot, stderr, stdout};
+use e2e::{
+    ballot_within, bin, heavy, http_get, start_listening, stderr, stdout, wait_until, Running,
+};
 use serde_json::Value;
 
 fn read_json(path: &Path) -> Value {
@@ -27,33 +26,37 @@ fn read_json(path: &Path) -> Value {
 
 #[test]
 fn demo_table_beats_round_robin_over_http() {
+    let _heavy = heavy();
     let tmp = tempfile::tempdir().unwrap();
     let out_dir = tmp.path().join("demo");
-    let out = ballot(&[
-        "demo",
-        "--out",
-        out_dir.to_str().unwrap(),
-        "--synth-queries",
-        "30000",
-        "--docs",
-        "200000",
-        "--replicas",
-        "4",
-        "--cache-frac",
-        "0.05",
-        "--live-policies",
-        "round-robin,table",
-        "--live-warm",
-        "2000",
-        "--live-saturate",
-        "2000",
-        "--live-steady",
-        "600",
-        "--live-concurrency",
-        "16",
-        "--flash-read-mbps",
-        "20",
-    ]);
+    let out = ballot_within(
+        &[
+            "demo",
+            "--out",
+            out_dir.to_str().unwrap(),
+            "--synth-queries",
+            "30000",
+            "--docs",
+            "200000",
+            "--replicas",
+            "4",
+            "--cache-frac",
+            "0.05",
+            "--live-policies",
+            "round-robin,table",
+            "--live-warm",
+            "2000",
+            "--live-saturate",
+            "2000",
+            "--live-steady",
+            "600",
+            "--live-concurrency",
+            "16",
+            "--flash-read-mbps",
+            "20",
+        ],
+        Duration::from_secs(600),
+    );
     assert!(
         out.status.success(),
         "demo failed:\n{}\n{}",
@@ -109,74 +112,43 @@ fn demo_table_beats_round_robin_over_http() {
     }
 }
 
-/// A child process killed when dropped.
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// Starts `ballot <args>` (stderr to `stderr_log`) and returns it with the address of its
 /// `listening on` line.
 fn start(args: &[&str], stderr_log: &Path) -> (Running, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ballot"))
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(stderr_log).unwrap())
-        .spawn()
-        .expect("ballot starts");
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if let Some(addr) = line.strip_prefix("listening on ") {
-                let _ = tx.send(addr.trim().to_owned());
-            }
-        }
-    });
-    let addr = rx
-        .recv_timeout(Duration::from_secs(60))
-        .unwrap_or_else(|_| {
-            panic!(
-                "`ballot {}` did not start listening; stderr: {}",
-                args.join(" "),
-                std::fs::read_to_string(stderr_log).unwrap_or_default()
-            )
-        });
-    (Running(child), addr)
+    let (child, addr, _lines) = start_listening(
+        Command::new(bin("ballot")).args(args),
+        stderr_log,
+        Duration::from_secs(60),
+        &format!("ballot {}", args.join(" ")),
+    );
+    (child, addr)
 }
 
-/// `GET /stats` of a replica at `addr`: its `queries` counter.
+/// `GET /stats` of a replica at `addr`: its `queries` counter (0 if it cannot be reached).
 fn replica_queries(addr: &str) -> u64 {
-    use std::io::{Read, Write};
-    let Ok(mut s) = std::net::TcpStream::connect(addr) else {
-        return 0;
-    };
-    let _ = write!(s, "GET /stats HTTP/1.0\r\nHost: {addr}\r\n\r\n");
-    let mut text = String::new();
-    let _ = s.read_to_string(&mut text);
-    text.split_once("\r\n\r\n")
-        .and_then(|(_, body)| serde_json::from_str::<Value>(body).ok())
+    http_get(addr, "/stats", Duration::from_secs(2))
+        .and_then(|(_, body)| serde_json::from_str::<Value>(&body).ok())
         .and_then(|v| v["queries"].as_u64())
         .unwrap_or(0)
 }
 
 #[test]
 fn killing_a_replica_mid_replay_fails_no_request() {
+    let _heavy = heavy();
     let tmp = tempfile::tempdir().unwrap();
     let index = tmp.path().join("index");
-    let built = ballot(&[
-        "build-index",
-        "--synth-queries",
-        "6000",
-        "--docs",
-        "50000",
-        "-o",
-        index.to_str().unwrap(),
-    ]);
+    let built = ballot_within(
+        &[
+            "build-index",
+            "--synth-queries",
+            "6000",
+            "--docs",
+            "50000",
+            "-o",
+            index.to_str().unwrap(),
+        ],
+        Duration::from_secs(120),
+    );
     assert!(built.status.success(), "{}", stderr(&built));
 
     let mut replicas = Vec::new();
@@ -216,7 +188,7 @@ fn killing_a_replica_mid_replay_fails_no_request() {
 
     // 6,000 queries at 600/s: ten seconds of open-loop load; replica r1 dies early in it.
     let report = tmp.path().join("replay.json");
-    let replay = Command::new(env!("CARGO_BIN_EXE_ballot"))
+    let replay = Command::new(bin("ballot"))
         .args([
             "replay",
             "--target",
@@ -236,33 +208,16 @@ fn killing_a_replica_mid_replay_fails_no_request() {
         .stderr(std::fs::File::create(tmp.path().join("replay.stderr")).unwrap())
         .spawn()
         .expect("replay starts");
-    let mut replay = Running(replay);
+    let mut replay = Running::new(replay, "ballot replay");
     // Kill r1 once the replay has been running through it for a while (at least 300 of its
     // queries answered), so the kill lands mid-replay however slow the start-up is.
     let (mut victim, victim_addr) = replicas.remove(1);
-    let waited = Instant::now();
-    while replica_queries(&victim_addr) < 300 {
-        assert!(
-            waited.elapsed() < Duration::from_secs(60),
-            "r1 never served 300 queries"
-        );
-        assert!(replay.0.try_wait().unwrap().is_none(), "replay ended early");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    victim.0.kill().unwrap();
-    victim.0.wait().unwrap();
-
-    let started = Instant::now();
-    let status = loop {
-        if let Some(s) = replay.0.try_wait().unwrap() {
-            break s;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(120),
-            "replay did not finish"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    wait_until(Duration::from_secs(60), "r1 serving 300 queries", || {
+        assert!(replay.try_wait().is_none(), "replay ended early");
+        replica_queries(&victim_addr) >= 300
+    });
+    victim.kill();
+    let status = replay.wait_within(Duration::from_secs(120));
     assert!(
         status.success(),
         "replay failed: {}",

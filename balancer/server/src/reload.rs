@@ -1,6 +1,6 @@
 //! Voting-table hot reload: read a table (from a path or uploaded Parquet bytes) off the
 //! request path, validate it against the replica count, compile it, and swap it in to ramp
-//! over the configured duration ([`crate::ramp`]). A rejected table leaves the old one
+//! over the configured duration ([`balancer::ramp`]). A rejected table leaves the old one
 //! serving and counts in `ballot_table_reload_failures_total` — the same contract as
 //! Envoy's xDS updates (validate, then swap atomically, or keep the last good config).
 
@@ -10,9 +10,9 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use data::table::VotingTable;
 
-use crate::policy::table::TableVotes;
-use crate::server::metrics as m;
-use crate::server::state::State;
+use crate::metrics as m;
+use crate::state::State;
+use balancer::policy::table::TableVotes;
 
 /// Where a table comes from.
 #[derive(Debug)]

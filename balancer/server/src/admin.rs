@@ -24,11 +24,11 @@ use hyper::body::Bytes;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::server::metrics as m;
-use crate::server::proxy::json_error;
-use crate::server::reload::{reload, ReloadError, Source};
-use crate::server::state::Router as Routing;
-use crate::server::App;
+use crate::metrics as m;
+use crate::proxy::json_error;
+use crate::reload::{reload, ReloadError, Source};
+use crate::state::Router as Routing;
+use crate::App;
 
 /// Largest accepted table upload.
 const MAX_UPLOAD: usize = 1 << 30;
@@ -224,7 +224,7 @@ async fn add_replica(AxState(app): AxState<Arc<App>>, headers: HeaderMap, body: 
     match app.state.add_replica(&new.name, &new.address) {
         Ok(index) => {
             if let Some((_, rep)) = app.state.members.load().find(&new.name) {
-                crate::server::health::spawn(Arc::clone(rep), app.state.cfg.config.health.clone());
+                crate::health::spawn(Arc::clone(rep), app.state.cfg.config.health.clone());
             }
             (
                 StatusCode::CREATED,
