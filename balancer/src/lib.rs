@@ -21,7 +21,7 @@ pub mod policy;
 pub mod ramp;
 pub mod ring;
 
-pub use load::{load_cap, LoadView, StaticLoad, MAX_REPLICAS};
+pub use load::{load_cap, InFlight, LoadKind, LoadView, StaticLoad, Window, MAX_REPLICAS};
 pub use policy::{
     build_policy, hash_tokens, Decision, PolicyError, PolicyKind, PolicyParams, QueryKey, Reason,
     RoutingPolicy, TermBytes,

@@ -33,14 +33,18 @@
 //! (each term voting from the table it had moved to), the peaks differ by about 0.01 at
 //! most, slightly lower on AOL and slightly higher on the synthetic log.
 //!
-//! The clock is the caller's: [`RampedTable::at`] takes the progress, so ramps are
-//! reproducible in tests and simulations. A reload that arrives during a ramp freezes the
+//! The clock counts queries: [`RampPolicy`] is the routing policy of a ramp in progress, and
+//! its progress is the number of queries it has routed since the switch over the ramp's
+//! length (`ramp_queries` in the HTTP balancer, `--ramp` in `ballot eval --switch-table`),
+//! so the simulator and the server roll a table in by the same rule and the same clock, and
+//! ramps are reproducible in tests. [`RampedTable::at`] takes any progress. A reload that arrives during a ramp freezes the
 //! current mix ([`RampedTable::frozen`]) and ramps from it to the newest table: each query
 //! then follows the newest table by its key there, or else the frozen ramp by its key in the
 //! table that ramp was rolling in.
 //!
 //! Scoring reads two tables and allocates nothing; the pick is [`crate::policy::vote::pick`].
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use data::hash::unit_interval;
@@ -48,7 +52,7 @@ use data::rng::Rng;
 
 use crate::load::{LoadView, MAX_REPLICAS};
 use crate::policy::vote::{pick, Scores, VoteSource};
-use crate::policy::{Decision, QueryKey};
+use crate::policy::{Decision, PolicyKind, QueryKey, RoutingPolicy};
 
 /// A shareable vote source (a compiled table, or a frozen ramp).
 pub type SharedVotes = Arc<dyn VoteSource + Send + Sync>;
@@ -153,20 +157,103 @@ impl RampedTable {
             progress: clamp_progress(progress),
         })
     }
+}
 
-    /// Routes `query` at `progress` by the bounded-load vote rule over `replicas` replicas.
+/// The `table` policy while a ramp runs: the old table until routed query `at`, then a
+/// [`RampedTable`] whose progress grows from 0 to 1 over the next `len` routed queries
+/// (`len = 0`: an instant switch at `at`), picked by the bounded-load vote rule.
+///
+/// The clock is the policy's own count of `route` calls: one per query in the simulators;
+/// in the HTTP balancer a retry is routed (and counted) again, a small overcount.
+pub struct RampPolicy {
+    ramp: RampedTable,
+    replicas: usize,
+    eps: f64,
+    at: u64,
+    len: u64,
+    routed: AtomicU64,
+}
+
+impl std::fmt::Debug for RampPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RampPolicy")
+            .field("replicas", &self.replicas)
+            .field("eps", &self.eps)
+            .field("at", &self.at)
+            .field("len", &self.len)
+            .field("routed", &self.routed())
+            .finish_non_exhaustive()
+    }
+}
+
+impl RampPolicy {
+    /// A switch by `ramp` at routed query `at`, ramped over `len` queries, over `replicas`
+    /// replicas with slack `eps`.
+    pub fn new(ramp: RampedTable, replicas: usize, eps: f64, at: u64, len: u64) -> Self {
+        RampPolicy {
+            ramp,
+            replicas,
+            eps,
+            at,
+            len,
+            routed: AtomicU64::new(0),
+        }
+    }
+
+    /// The progress after `routed` queries: 0 before the switch, 1 once the ramp is done.
     #[inline]
-    pub fn route(
-        &self,
-        query: &QueryKey<'_>,
-        progress: f64,
-        replicas: usize,
-        eps: f64,
-        load: &dyn LoadView,
-        rng: &mut Rng,
-    ) -> Decision {
-        let scores = self.at(progress).score(query.term_hashes);
-        pick(&scores, replicas, eps, load, rng)
+    pub fn progress_at(&self, routed: u64) -> f64 {
+        if routed < self.at {
+            0.0
+        } else if self.len == 0 {
+            1.0
+        } else {
+            ((routed - self.at) as f64 / self.len as f64).min(1.0)
+        }
+    }
+
+    /// The progress now.
+    pub fn progress(&self) -> f64 {
+        self.progress_at(self.routed())
+    }
+
+    /// Queries routed so far.
+    pub fn routed(&self) -> u64 {
+        self.routed.load(Ordering::Relaxed)
+    }
+
+    /// The ramp's length in queries.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether the ramp is instant.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The two tables.
+    pub fn ramp(&self) -> &RampedTable {
+        &self.ramp
+    }
+
+    /// The current mix, frozen as a vote source (the old side of a ramp that starts before
+    /// this one finished).
+    pub fn frozen(&self) -> SharedVotes {
+        self.ramp.frozen(self.progress())
+    }
+}
+
+impl RoutingPolicy for RampPolicy {
+    fn kind(&self) -> PolicyKind {
+        PolicyKind::Table
+    }
+
+    #[inline]
+    fn route(&self, query: &QueryKey<'_>, load: &dyn LoadView, rng: &mut Rng) -> Decision {
+        let n = self.routed.fetch_add(1, Ordering::Relaxed);
+        let scores = self.ramp.at(self.progress_at(n)).score(query.term_hashes);
+        pick(&scores, self.replicas, self.eps, load, rng)
     }
 }
 
@@ -330,7 +417,8 @@ mod tests {
     fn route_one(r: &RampedTable, h: u64, p: f64) -> usize {
         let hashes = [h];
         let q = QueryKey::new(h, &hashes);
-        let d = r.route(&q, p, 4, 0.05, &StaticLoad::idle(4), &mut Rng::new(1));
+        let scores = r.at(p).score(q.term_hashes);
+        let d = pick(&scores, 4, 0.05, &StaticLoad::idle(4), &mut Rng::new(1));
         assert_eq!(d.reason, Reason::Vote);
         usize::from(d.replica)
     }
@@ -484,5 +572,31 @@ mod tests {
             assert!(same(&second.at(0.25).score(&q), &mid), "{q:?}");
             assert!(same(&second.at(1.0).score(&q), &c.score(&q)), "{q:?}");
         }
+    }
+
+    #[test]
+    fn the_ramp_policy_counts_its_own_queries() {
+        let p = RampPolicy::new(ramp(1, 2), 4, 0.05, 10, 100);
+        assert_eq!((p.progress_at(0), p.progress_at(9)), (0.0, 0.0));
+        assert_eq!((p.progress_at(10), p.progress_at(60)), (0.0, 0.5));
+        assert_eq!((p.progress_at(110), p.progress_at(u64::MAX)), (1.0, 1.0));
+        let load = StaticLoad::idle(4);
+        let mut rng = Rng::new(1);
+        let mut to_new = Vec::new();
+        for h in terms(120) {
+            let hashes = [h];
+            let d = p.route(&QueryKey::new(h, &hashes), &load, &mut rng);
+            to_new.push(d.replica == 2);
+        }
+        assert_eq!(p.routed(), 120);
+        assert_eq!(p.progress(), 1.0);
+        // Before the switch every query follows the old table; the share that follows the
+        // new one grows with the count.
+        assert!(to_new[..10].iter().all(|&n| !n));
+        let early = to_new[10..35].iter().filter(|&&n| n).count();
+        let late = to_new[85..110].iter().filter(|&&n| n).count();
+        assert!(early < late, "{early} early vs {late} late");
+        let instant = RampPolicy::new(ramp(1, 2), 4, 0.05, 3, 0);
+        assert_eq!((instant.progress_at(2), instant.progress_at(3)), (0.0, 1.0));
     }
 }

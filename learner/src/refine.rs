@@ -73,12 +73,7 @@ pub struct RefineConfig {
 /// the bottleneck.
 pub fn objective(result: &SimResult, flash_price: f64) -> f64 {
     if flash_price > 0.0 {
-        let max_share = result
-            .replica_flash_share
-            .iter()
-            .copied()
-            .fold(0.0f64, f64::max);
-        result.flash_bytes_per_query * result.replica_flash_share.len() as f64 * max_share
+        result.flash_bytes_per_query * result.flash_shares.len() as f64 * result.flash_share_max
     } else {
         result.miss_bytes_ratio
     }

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use balancer::policy::PolicyParams;
 use cache_sim::eviction::EvictionKind;
-use cache_sim::sim::{SimConfig, Trace};
+use cache_sim::sim::{SimConfig, SimLoad, Trace};
 use data::hash::{mix64, term_hash};
 use data::sizes::Sizes;
 use data::table::VotingTable;
@@ -38,6 +38,9 @@ pub struct TrainConfig {
     pub eps: f64,
     /// Load window of the simulator, in queries.
     pub window: usize,
+    /// What the simulator's load window counts (queries or work); the table is trained
+    /// under the bound it will be served with.
+    pub load: SimLoad,
     /// Seed of METIS and of the simulator's random choices.
     pub seed: u64,
     /// Minimum train-query frequencies to try: terms in fewer train queries are pruned
@@ -63,6 +66,7 @@ impl TrainConfig {
             eviction: EvictionKind::Lru,
             eps: 0.05,
             window: cache_sim::sim::replay::DEFAULT_WINDOW,
+            load: SimLoad::Queries,
             seed: 1,
             min_term_freqs: vec![2, 3],
             ufactors: vec![10, 30, 60],
@@ -162,6 +166,7 @@ pub fn train(
         eviction: cfg.eviction,
         window: cfg.window,
         seed: cfg.seed,
+        load: cfg.load,
     };
     let params = PolicyParams {
         eps: cfg.eps,

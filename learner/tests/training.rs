@@ -101,6 +101,7 @@ fn training_refines_generalizes_round_trips_and_repeats() {
             window: 2_000,
             seed: 1,
             table: Some(Arc::new(out.table.clone())),
+            load: Default::default(),
         },
     )
     .unwrap();
@@ -161,12 +162,13 @@ fn busiest_flash_share(trace: &Trace, table: &VotingTable) -> f64 {
             window: 2_000,
             seed: 1,
             table: Some(Arc::new(table.clone())),
+            load: Default::default(),
         },
     )
     .unwrap();
     grid.results[0]
         .sim
-        .replica_flash_share
+        .flash_shares
         .iter()
         .copied()
         .fold(0.0, f64::max)

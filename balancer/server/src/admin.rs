@@ -13,7 +13,6 @@
 //! | `POST /admin/replicas/{name}/drain`, `.../enable` | stop or resume new queries |
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use axum::extract::{DefaultBodyLimit, Path as UrlPath, State as AxState};
 use axum::http::{header, HeaderMap, StatusCode};
@@ -27,7 +26,7 @@ use serde_json::json;
 use crate::metrics as m;
 use crate::proxy::json_error;
 use crate::reload::{reload, ReloadError, Source};
-use crate::state::Router as Routing;
+use crate::state::MembershipError;
 use crate::App;
 
 /// Largest accepted table upload.
@@ -93,8 +92,10 @@ pub async fn method_not_allowed() -> Response {
 }
 
 async fn metrics(AxState(app): AxState<Arc<App>>) -> Response {
-    for rep in app.state.members.load().slots.iter().flatten() {
-        metrics::gauge!(m::IN_FLIGHT, "replica" => rep.name.clone()).set(rep.in_flight() as f64);
+    for (i, rep) in app.state.members.load().slots.iter().enumerate() {
+        let Some(rep) = rep else { continue };
+        let in_flight = app.state.in_flight.count(i) as f64;
+        metrics::gauge!(m::IN_FLIGHT, "replica" => rep.name.clone()).set(in_flight);
         let up = rep.is_healthy() && !rep.is_drained();
         metrics::gauge!(m::REPLICA_UP, "replica" => rep.name.clone()).set(if up {
             1.0
@@ -111,20 +112,29 @@ async fn metrics(AxState(app): AxState<Arc<App>>) -> Response {
 }
 
 fn table_json(app: &App) -> serde_json::Value {
-    match &app.state.router {
-        Routing::Table(t) => {
-            let t = t.load();
-            let progress = t.ramp.as_ref().map_or(1.0, |r| r.progress(Instant::now()));
-            json!({
-                "policy": app.state.kind.name(),
-                "version": t.version,
-                "replicas": t.replicas,
-                "terms": t.terms,
-                "votes": t.votes,
-                "ramp_progress": progress,
-            })
+    match &app.state.routing().table {
+        Some(t) => json!({
+            "policy": app.state.kind.name(),
+            "version": t.version,
+            "replicas": t.replicas,
+            "terms": t.terms,
+            "votes": t.votes,
+            "ramp_progress": t.progress(),
+            "ramp_queries": t.ramp.as_ref().map_or(0, |r| r.len()),
+        }),
+        None => json!({ "policy": app.state.kind.name(), "table": null }),
+    }
+}
+
+/// The HTTP status of a refused membership change.
+fn membership_status(e: &MembershipError) -> StatusCode {
+    match e {
+        MembershipError::Replica(_) => StatusCode::BAD_REQUEST,
+        MembershipError::Exists(_) | MembershipError::NoSlot(_) | MembershipError::TooMany => {
+            StatusCode::CONFLICT
         }
-        Routing::Policy(_) => json!({ "policy": app.state.kind.name(), "table": null }),
+        MembershipError::NotFound(_) => StatusCode::NOT_FOUND,
+        MembershipError::Policy(_) => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }
 
@@ -194,7 +204,7 @@ async fn list_replicas(AxState(app): AxState<Arc<App>>, headers: HeaderMap) -> R
                 "address": r.address,
                 "healthy": r.is_healthy(),
                 "drained": r.is_drained(),
-                "in_flight": r.in_flight(),
+                "in_flight": app.state.in_flight.count(i),
             })
         })
         .collect();
@@ -232,10 +242,7 @@ async fn add_replica(AxState(app): AxState<Arc<App>>, headers: HeaderMap, body: 
             )
                 .into_response()
         }
-        Err((code, msg)) => json_error(
-            StatusCode::from_u16(code).unwrap_or(StatusCode::BAD_REQUEST),
-            msg,
-        ),
+        Err(e) => json_error(membership_status(&e), e.to_string()),
     }
 }
 
@@ -253,7 +260,7 @@ async fn remove_replica(
             metrics::gauge!(m::REPLICA_UP, "replica" => rep.name.clone()).set(0.0);
             Json(json!({ "removed": name })).into_response()
         }
-        Err(msg) => json_error(StatusCode::NOT_FOUND, msg),
+        Err(e) => json_error(membership_status(&e), e.to_string()),
     }
 }
 

@@ -7,14 +7,17 @@
 //! admin_listen = "127.0.0.1:8081"     # default 127.0.0.1:8081 (loopback)
 //! admin_token = "secret"              # or: admin_token_env = "BALLOT_ADMIN_TOKEN"
 //! eps = 0.05
-//! load = "in-flight"                  # or "window": queries routed over the last load_window
+//! load = "in-flight"                  # or "window": queries routed over the last load_window,
+//!                                     # or "work": their flash bytes + work_query_bytes each
 //! load_window = 10000
-//! stall_eps = 1.0                     # window: full anyway at ceil((1+stall_eps)·mean in flight)
+//! work_query_bytes = 65536            # work: the fixed per-query cost, in flash bytes
+//! stall_eps = 1.0                     # window, work: full anyway at ceil((1+stall_eps)·mean in flight)
 //! stall_slack = 8                     #   + stall_slack requests in flight
+//! slow_start_queries = 2000           # a replica that comes back ramps its share up over these
 //! request_timeout_ms = 1000           # one upstream attempt
 //! deadline_ms = 3000                  # the whole client request, retries included
 //! retries = 2
-//! ramp_secs = 30.0
+//! ramp_queries = 2000                # routed queries over which a reloaded table ramps in
 //! max_query_bytes = 2048
 //!
 //! [health]
@@ -40,7 +43,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use balancer::load::MAX_REPLICAS;
+use balancer::load::{LoadKind, MAX_REPLICAS};
 use balancer::policy::{PolicyKind, DEFAULT_EPS};
 use balancer::ring::{DEFAULT_VNODES, MAX_VNODES, MIN_VNODES};
 
@@ -129,19 +132,14 @@ pub struct ReplicaConfig {
     pub address: String,
 }
 
-/// The load the bounded-load rule compares.
-#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "kebab-case")]
-pub enum LoadKind {
-    /// Requests in flight per replica, HAProxy's `hash-balance-factor` load.
-    #[default]
-    InFlight,
-    /// Queries routed per replica over the last `load_window` decisions, the simulator's
-    /// load. A replica holding at least
-    /// `ceil((1 + stall_eps)·(in-flight total + 1)/live) + stall_slack` requests in flight
-    /// still counts as full, so a stalled replica sheds its queries. The load-aware policies read this load too: `least-loaded` and `p2c`
-    /// then pick the replica that received the fewest recent queries.
-    Window,
+/// Reads `load` by its name ([`LoadKind`]'s `FromStr`).
+fn load_kind<'de, D: serde::Deserializer<'de>>(d: D) -> Result<LoadKind, D::Error> {
+    let name = String::deserialize(d)?;
+    name.parse().map_err(serde::de::Error::custom)
+}
+
+fn default_load() -> LoadKind {
+    LoadKind::InFlight
 }
 
 /// The whole file.
@@ -162,13 +160,25 @@ pub struct Config {
     /// Load-bound slack.
     #[serde(default = "default_eps")]
     pub eps: f64,
-    /// What the load bound compares: requests in flight (as HAProxy), or the queries routed
-    /// to each replica over the last `load_window` decisions (as the simulator).
-    #[serde(default)]
+    /// What the load bound compares: requests in flight (`in-flight`, as HAProxy), the
+    /// queries routed to each replica over the last `load_window` decisions (`window`, as
+    /// the simulator), or their work (`work`: each query's flash bytes missed at its
+    /// replica, reported by the replica in `x-ballot-miss-bytes`, plus `work_query_bytes`).
+    #[serde(default = "default_load", deserialize_with = "load_kind")]
     pub load: LoadKind,
-    /// Decisions in the trailing window of `load = "window"`.
+    /// Decisions in the trailing window of `load = "window"` and `"work"`.
     #[serde(default = "default_load_window")]
     pub load_window: usize,
+    /// With `load = "work"`: the fixed cost of one query, in flash bytes (its CPU time
+    /// times the flash bandwidth, roughly).
+    #[serde(default = "default_work_query_bytes")]
+    pub work_query_bytes: u64,
+    /// A replica that becomes live again (re-admitted by health checks, enabled after a
+    /// drain, added) takes a share of the load that grows linearly from 0 to its full
+    /// share over this many routed queries (HAProxy's `slowstart`, counted in queries), so
+    /// it does not absorb the whole backlog at once. 0 disables slow start.
+    #[serde(default = "default_slow_start_queries")]
+    pub slow_start_queries: u64,
     /// With `load = "window"`, a replica also counts as full while it holds at least
     /// `ceil((1 + stall_eps) * (in-flight total + 1) / live) + stall_slack` requests in
     /// flight: it is falling behind (a slow disk, a hot spot), and its queries overflow.
@@ -187,9 +197,13 @@ pub struct Config {
     /// Extra attempts on other replicas after a connect failure or timeout.
     #[serde(default = "default_retries")]
     pub retries: u32,
-    /// Seconds over which a reloaded table ramps in (0: at once).
-    #[serde(default = "default_ramp_secs")]
-    pub ramp_secs: f64,
+    /// Routed queries over which a reloaded table ramps in (0: at once). About one cache
+    /// refill of traffic: the simulations put the best ramp near 2,000 queries at R = 8.
+    #[serde(default = "default_ramp_queries")]
+    pub ramp_queries: u64,
+    /// Replaced by `ramp_queries`; rejected with a message saying so.
+    #[serde(default)]
+    pub ramp_secs: Option<f64>,
     /// Longest accepted `q`, in bytes after percent-decoding.
     #[serde(default = "default_max_query_bytes")]
     pub max_query_bytes: usize,
@@ -238,8 +252,14 @@ fn default_request_timeout_ms() -> u64 {
 fn default_retries() -> u32 {
     2
 }
-fn default_ramp_secs() -> f64 {
-    30.0
+fn default_ramp_queries() -> u64 {
+    2_000
+}
+fn default_slow_start_queries() -> u64 {
+    2_000
+}
+fn default_work_query_bytes() -> u64 {
+    65_536
 }
 fn default_max_query_bytes() -> usize {
     2048
@@ -271,42 +291,6 @@ impl Validated {
                 .request_timeout_ms
                 .saturating_mul(u64::from(self.config.retries) + 1)
         }))
-    }
-
-    /// The table ramp.
-    pub fn ramp(&self) -> Duration {
-        Duration::from_secs_f64(self.config.ramp_secs)
-    }
-}
-
-/// Checks that `address` is a `host:port` an HTTP URI can hold.
-pub fn check_address(address: &str) -> Result<(), String> {
-    let ok = !address.is_empty()
-        && address.rsplit_once(':').is_some_and(|(host, port)| {
-            !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p != 0)
-        })
-        && address.parse::<axum::http::uri::Authority>().is_ok()
-        && !address.contains('@');
-    if ok {
-        Ok(())
-    } else {
-        Err(format!("address `{address}` must be host:port"))
-    }
-}
-
-/// Checks that `name` can label a replica (non-empty, no spaces, no slashes).
-pub fn check_name(name: &str) -> Result<(), String> {
-    let ok = !name.is_empty()
-        && name.len() <= 64
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
-    if ok {
-        Ok(())
-    } else {
-        Err(format!(
-            "replica name `{name}` must be 1 to 64 characters of [A-Za-z0-9._-]"
-        ))
     }
 }
 
@@ -347,8 +331,10 @@ impl Config {
             )));
         }
         for (i, r) in config.replicas.iter().enumerate() {
-            check_name(&r.name).map_err(|e| invalid(format!("replicas[{i}]: {e}")))?;
-            check_address(&r.address).map_err(|e| invalid(format!("replicas[{i}]: {e}")))?;
+            crate::replicas::check_name(&r.name)
+                .map_err(|e| invalid(format!("replicas[{i}]: {e}")))?;
+            crate::replicas::check_address(&r.address)
+                .map_err(|e| invalid(format!("replicas[{i}]: {e}")))?;
             if config.replicas[..i].iter().any(|o| o.name == r.name) {
                 return Err(invalid(format!(
                     "replicas[{i}]: duplicate name `{}`",
@@ -365,10 +351,10 @@ impl Config {
                 config.stall_eps
             )));
         }
-        if !(1..=crate::window::MAX_WINDOW).contains(&config.load_window) {
+        if !(1..=balancer::load::window::MAX_WINDOW).contains(&config.load_window) {
             return Err(invalid(format!(
                 "load_window must be between 1 and {}, got {}",
-                crate::window::MAX_WINDOW,
+                balancer::load::window::MAX_WINDOW,
                 config.load_window
             )));
         }
@@ -389,11 +375,17 @@ impl Config {
                 config.retries
             )));
         }
-        if !config.ramp_secs.is_finite() || config.ramp_secs < 0.0 || config.ramp_secs > 86_400.0 {
-            return Err(invalid(format!(
-                "ramp_secs must be between 0 and 86400, got {}",
-                config.ramp_secs
-            )));
+        if config.ramp_secs.is_some() {
+            return Err(invalid(
+                "ramp_secs was replaced by ramp_queries: a reloaded table now ramps in over \
+                 a number of routed queries (default 2000), as the simulator ramps it"
+                    .into(),
+            ));
+        }
+        if config.ramp_queries > 1 << 40 || config.slow_start_queries > 1 << 40 {
+            return Err(invalid(
+                "ramp_queries and slow_start_queries must be at most 2^40".into(),
+            ));
         }
         if config.max_query_bytes == 0 || config.max_query_bytes > 1 << 20 {
             return Err(invalid(format!(
@@ -494,6 +486,7 @@ address = "127.0.0.1:9000"
             (format!("stall_eps = -0.5\n{BASE}"), "stall_eps"),
             (format!("load = \"queue\"\n{BASE}"), "load"),
             (format!("retries = 99\n{BASE}"), "retries"),
+            (format!("ramp_secs = 30.0\n{BASE}"), "ramp_queries"),
             (
                 BASE.replace("admin_token = \"t\"", "admin_token_env = \"NOPE\""),
                 "NOPE",

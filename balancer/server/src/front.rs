@@ -132,15 +132,6 @@ pub async fn bind(addr: SocketAddr, workers: usize) -> std::io::Result<Vec<TcpLi
     Ok(out)
 }
 
-thread_local! {
-    static WORKER: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
-}
-
-/// This thread's worker number (0 for the main thread).
-pub fn worker() -> usize {
-    WORKER.with(std::cell::Cell::get)
-}
-
 /// Runs worker `n` on a thread of its own with a single-threaded runtime, serving
 /// `listener` until `stop`; the receiver resolves once it has drained.
 pub fn spawn_worker(
@@ -154,7 +145,7 @@ pub fn spawn_worker(
     std::thread::Builder::new()
         .name(format!("balancer-worker-{n}"))
         .spawn(move || {
-            WORKER.with(|w| w.set(n));
+            crate::upstream::set_worker(n);
             let rt = match tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()

@@ -12,7 +12,7 @@ use hyper::body::Bytes;
 
 use crate::config::HealthConfig;
 use crate::proxy::{client, UpstreamClient};
-use crate::state::Replica;
+use crate::replicas::Replica;
 
 /// One check of `replica`.
 async fn check(client: &UpstreamClient, replica: &Replica, timeout: Duration) -> bool {

@@ -6,11 +6,12 @@
 //! (`hash-balance-factor`), `fall`/`rise` health checks and `redispatch` retries.
 //!
 //! * [`config`]: the TOML file, validated once.
-//! * [`state`]: replicas, the server-side `LoadView`, the router and table swaps.
+//! * [`replicas`]: the replica set and its health. [`view`]: the server-side `LoadView`.
+//! * [`state`]: the loads, the routing policy (the simulator's own) and table swaps.
 //! * [`front`]: the client listener. [`proxy`]: the request path. [`query`]: strict `q` extraction.
 //! * [`upstream`]: keep-alive connections to replicas.
 //! * [`health`]: active checks. [`reload`]: table reload. [`admin`]: the admin API.
-//! * [`metrics`]: metric names and the recorder. [`window`]: the trailing-window load.
+//! * [`metrics`]: metric names and the recorder.
 //! * [`cli`]: the command line, run by the `balancer` binary and by `ballot balancer`.
 
 pub mod admin;
@@ -22,9 +23,10 @@ pub mod metrics;
 pub mod proxy;
 pub mod query;
 pub mod reload;
+pub mod replicas;
 pub mod state;
 pub mod upstream;
-pub mod window;
+pub mod view;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -51,12 +53,12 @@ pub enum StartError {
     #[error(transparent)]
     Table(#[from] data::table::TableError),
     /// The policy could not be built.
-    #[error("{path}: {detail}")]
+    #[error("{path}: {source}")]
     Policy {
         /// The config file.
         path: std::path::PathBuf,
         /// What went wrong.
-        detail: String,
+        source: crate::state::StateError,
     },
 }
 
@@ -93,7 +95,7 @@ impl App {
         };
         let path = cfg.path.clone();
         let state = State::new(cfg, Arc::new(term_bytes), table.as_ref())
-            .map_err(|detail| StartError::Policy { path, detail })?;
+            .map_err(|source| StartError::Policy { path, source })?;
         let state = Arc::new(state);
         Ok(Arc::new(App {
             proxy: Proxy::new(Arc::clone(&state)),

@@ -66,6 +66,10 @@ thread_local! {
         RefCell::new((Tokens::new(), Vec::with_capacity(MAX_TERMS)));
 }
 
+/// The response header in which a replica reports the flash bytes a query read there
+/// (the work the `work` load counts).
+pub const MISS_BYTES: &str = "x-ballot-miss-bytes";
+
 const HOP_BY_HOP: [HeaderName; 5] = [
     header::CONNECTION,
     header::TRANSFER_ENCODING,
@@ -151,7 +155,7 @@ impl Proxy {
                 self.retries.increment(1);
                 3
             };
-            let guard = choice.replica.start();
+            let guard = self.state.start(choice.index);
             let timeout = left.min(cfg.request_timeout());
             let sent = Instant::now();
             let upstream = choice.replica.pool.get(&path_and_query, timeout);
@@ -164,6 +168,14 @@ impl Proxy {
                         .record(sent.elapsed().as_secs_f64());
                     choice.replica.metrics.requests[reason_ix].increment(1);
                     let (mut parts, body) = resp.into_parts();
+                    if let Some(miss) = parts
+                        .headers
+                        .get(MISS_BYTES)
+                        .and_then(|v| v.to_str().ok())
+                        .and_then(|v| v.parse::<u64>().ok())
+                    {
+                        self.state.record_work(choice.index, miss);
+                    }
                     for h in &HOP_BY_HOP {
                         parts.headers.remove(h);
                     }
@@ -176,7 +188,8 @@ impl Proxy {
                     );
                     // The request stays in flight until its body is streamed out; then the
                     // connection goes back to the replica's pool.
-                    let body = Relay::new(body, conn, guard);
+                    let pool = Arc::clone(&choice.replica.pool);
+                    let body = Relay::new(body, conn, pool, guard);
                     return Response::from_parts(parts, Body::new(body));
                 }
                 Ok(Err(e)) => {

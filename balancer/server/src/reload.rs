@@ -1,6 +1,6 @@
 //! Voting-table hot reload: read a table (from a path or uploaded Parquet bytes) off the
 //! request path, validate it against the replica count, compile it, and swap it in to ramp
-//! over the configured duration ([`balancer::ramp`]). A rejected table leaves the old one
+//! over the configured number of routed queries ([`balancer::ramp`]). A rejected table leaves the old one
 //! serving and counts in `ballot_table_reload_failures_total` — the same contract as
 //! Envoy's xDS updates (validate, then swap atomically, or keep the last good config).
 
@@ -34,8 +34,8 @@ pub struct Loaded {
     pub votes: usize,
     /// Seconds to read and compile.
     pub load_seconds: f64,
-    /// Seconds over which it ramps in.
-    pub ramp_seconds: f64,
+    /// Routed queries over which it ramps in.
+    pub ramp_queries: u64,
 }
 
 /// Why a reload was rejected.
@@ -82,8 +82,8 @@ pub async fn reload(state: Arc<State>, source: Source) -> Result<Loaded, ReloadE
     let result = reload_inner(state, source).await;
     match &result {
         Ok(l) => eprintln!(
-            "balancer: table version {} loaded ({} terms, {} votes, {:.3}s), ramping over {}s",
-            l.version, l.terms, l.votes, l.load_seconds, l.ramp_seconds
+            "balancer: table version {} loaded ({} terms, {} votes, {:.3}s), ramping over {} queries",
+            l.version, l.terms, l.votes, l.load_seconds, l.ramp_queries
         ),
         Err(e) => {
             metrics::counter!(m::RELOAD_FAILURES).increment(1);
@@ -102,13 +102,15 @@ async fn reload_inner(state: Arc<State>, source: Source) -> Result<Loaded, Reloa
         .await
         .map_err(|e| ReloadError::Invalid(format!("table loader failed: {e}")))??;
     let (terms, nvotes) = (votes.terms(), votes.vote_count());
-    let version = state.install_table(votes).map_err(ReloadError::NoTable)?;
+    let version = state
+        .install_table(votes)
+        .map_err(|e| ReloadError::NoTable(e.to_string()))?;
     record_load(version, load_seconds);
     Ok(Loaded {
         version,
         terms,
         votes: nvotes,
         load_seconds,
-        ramp_seconds: state.cfg.ramp().as_secs_f64(),
+        ramp_queries: state.cfg.config.ramp_queries,
     })
 }

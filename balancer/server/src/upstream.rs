@@ -10,8 +10,9 @@
 //! connection returns to the stack when the response body has been relayed (see
 //! [`Relay`]).
 
+use std::cell::Cell;
 use std::pin::Pin;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -24,8 +25,6 @@ use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
-use crate::state::InFlight;
-
 type Sender = SendRequest<Empty<Bytes>>;
 
 /// Idle connections kept per replica and worker (as `pool_max_idle_per_host` was).
@@ -33,6 +32,20 @@ const MAX_IDLE: usize = 256;
 /// Idle stacks per replica: a worker thread takes connections from its own stack, so a
 /// connection is driven by the runtime of the worker that uses it.
 const SHARDS: usize = 16;
+
+thread_local! {
+    static WORKER: Cell<usize> = const { Cell::new(0) };
+}
+
+/// This thread's worker number (0 for the main thread): which idle stack it uses.
+pub fn worker() -> usize {
+    WORKER.with(Cell::get)
+}
+
+/// Sets this thread's worker number (the client listener's worker threads call it once).
+pub fn set_worker(n: usize) {
+    WORKER.with(|w| w.set(n));
+}
 
 /// Why an upstream request failed.
 #[derive(Debug)]
@@ -86,7 +99,7 @@ impl Pool {
     }
 
     fn shard(&self) -> &Mutex<Vec<Sender>> {
-        &self.idle[crate::front::worker() % SHARDS]
+        &self.idle[worker() % SHARDS]
     }
 
     fn take(&self) -> Option<Sender> {
@@ -168,29 +181,31 @@ impl Pool {
     }
 }
 
-/// A response body on its way to the client. It holds the request's in-flight count until
-/// it is dropped, and then returns the connection to its pool if the body was read to the
-/// end (a body cut short leaves the connection mid-response, so it is closed instead).
-pub struct Relay {
+/// A response body on its way to the client. It holds `G` (the request's in-flight count)
+/// until it is dropped, and then returns the connection to `pool` if the body was read to
+/// the end (a body cut short leaves the connection mid-response, so it is closed instead).
+pub struct Relay<G> {
     body: Incoming,
     conn: Option<Sender>,
     ended: bool,
-    guard: InFlight,
+    pool: Arc<Pool>,
+    _guard: G,
 }
 
-impl Relay {
-    /// Relays `body`, read from `conn`, counted in flight by `guard`.
-    pub fn new(body: Incoming, conn: Sender, guard: InFlight) -> Self {
+impl<G> Relay<G> {
+    /// Relays `body`, read from `conn` of `pool`, holding `guard` until done.
+    pub fn new(body: Incoming, conn: Sender, pool: Arc<Pool>, guard: G) -> Self {
         Relay {
             body,
             conn: Some(conn),
             ended: false,
-            guard,
+            pool,
+            _guard: guard,
         }
     }
 }
 
-impl Body for Relay {
+impl<G: Unpin> Body for Relay<G> {
     type Data = Bytes;
     type Error = hyper::Error;
 
@@ -217,11 +232,11 @@ impl Body for Relay {
     }
 }
 
-impl Drop for Relay {
+impl<G> Drop for Relay<G> {
     fn drop(&mut self) {
         if let Some(conn) = self.conn.take() {
             if self.ended || self.body.is_end_stream() {
-                self.guard.replica().pool.put(conn);
+                self.pool.put(conn);
             }
         }
     }

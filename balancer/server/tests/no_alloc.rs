@@ -1,5 +1,6 @@
 //! The HTTP balancer's routing step never allocates: `State::route` over its server-side
-//! load view, with a table ramp in progress, requests in flight and a drained replica.
+//! load view (the work window), with a table ramp in progress, requests in flight and a
+//! drained replica.
 
 use std::sync::Arc;
 
@@ -17,7 +18,7 @@ fn server_routing_over_a_ramp_never_allocates() {
     use balancer_server::state::State;
 
     let mut text = String::from(
-        "listen = \"127.0.0.1:0\"\nramp_secs = 3600.0\n[policy]\nname = \"table\"\ntable = \"t.parquet\"\n",
+        "listen = \"127.0.0.1:0\"\nload = \"work\"\nramp_queries = 1000000\n[policy]\nname = \"table\"\ntable = \"t.parquet\"\n",
     );
     for r in 0..REPLICAS {
         text += &format!(
@@ -38,7 +39,8 @@ fn server_routing_over_a_ramp_never_allocates() {
     // Requests in flight on some replicas, one drained: the view reads the atomics.
     let members = state.members.load();
     let slots: Vec<_> = members.slots.iter().flatten().cloned().collect();
-    let _busy: Vec<_> = (0..20).map(|i| slots[i % 3].start()).collect();
+    let _busy: Vec<_> = (0..20).map(|i| state.start(i % 3)).collect();
+    state.record_work(1, 1 << 20);
     slots[5].set_drained(true);
     let queries: Vec<(u64, Vec<u64>)> = (0..64)
         .map(|i| {

@@ -492,7 +492,7 @@ fn a_reloaded_table_ramps_in_under_load_without_errors() {
     let cfg = config(
         &refs,
         &format!("name = \"table\"\ntable = \"{}\"", t1.display()),
-        "ramp_secs = 1.5",
+        "ramp_queries = 400",
     );
     let b = spawn_balancer(dir, &cfg);
     let alpha = get(b.addr, "/search?q=alpha");
@@ -505,39 +505,52 @@ fn a_reloaded_table_ramps_in_under_load_without_errors() {
     );
     assert_eq!(metric(&b, "ballot_table_version"), Some(1.0));
 
-    let running = load(b.addr, 3, 200);
-    thread::sleep(Duration::from_millis(100));
+    // The ramp counts routed queries: 600 queries under load carry it through its 400.
     let body = format!("{{\"path\": \"{}\"}}", t2.display());
     let r = admin(&b, "POST", "/admin/table", body.as_bytes());
     assert_eq!(r.status, 200, "{}", r.body);
-    let p0 = metric(&b, "ballot_table_ramp_progress").unwrap();
-    assert!(p0 < 0.5, "ramp progress right after the reload: {p0}");
-    let mut seen = vec![p0];
-    wait_until("the ramp to finish", Duration::from_secs(5), || {
-        let p = metric(&b, "ballot_table_ramp_progress").unwrap();
-        seen.push(p);
-        p == 1.0
-    });
-    assert!(seen.windows(2).all(|w| w[0] <= w[1]), "{seen:?}");
+    let progress = |b: &Balancer| {
+        let t: serde_json::Value =
+            serde_json::from_str(&admin(b, "GET", "/admin/table", b"").body).unwrap();
+        (
+            t["version"].as_u64().unwrap(),
+            t["ramp_progress"].as_f64().unwrap(),
+        )
+    };
+    assert_eq!(progress(&b), (2, 0.0));
+    let running = load(b.addr, 3, 200);
     let failed = running.join().unwrap();
     assert!(failed.is_empty(), "failed requests: {failed:?}");
-    assert_eq!(metric(&b, "ballot_table_version"), Some(2.0));
+    assert_eq!(progress(&b), (2, 1.0));
     assert_eq!(
         get(b.addr, "/search?q=alpha").headers["x-ballot-replica"],
         "b2"
     );
 
-    // SIGHUP re-reads the configured path (t1): alpha goes back to b0 once ramped.
+    // SIGHUP re-reads the configured path (t1); the new ramp moves with the queries sent,
+    // exactly: 100 of its 400 queries is progress 0.25, and alpha is back on b0 once done.
     let pid = b.child.id().to_string();
     assert!(Command::new("kill")
         .args(["-HUP", &pid])
         .status()
         .unwrap()
         .success());
-    wait_until("SIGHUP reload", Duration::from_secs(5), || {
-        metric(&b, "ballot_table_version") == Some(3.0)
-            && get(b.addr, "/search?q=alpha").headers["x-ballot-replica"] == "b0"
+    wait_until("SIGHUP reload", Duration::from_secs(10), || {
+        progress(&b).0 == 3
     });
+    assert_eq!(progress(&b), (3, 0.0));
+    for _ in 0..100 {
+        assert_eq!(get(b.addr, "/search?q=beta").status, 200);
+    }
+    assert_eq!(progress(&b), (3, 0.25));
+    for _ in 0..300 {
+        assert_eq!(get(b.addr, "/search?q=beta").status, 200);
+    }
+    assert_eq!(progress(&b), (3, 1.0));
+    assert_eq!(
+        get(b.addr, "/search?q=alpha").headers["x-ballot-replica"],
+        "b0"
+    );
 }
 
 #[test]
@@ -552,7 +565,7 @@ fn invalid_tables_are_rejected_and_the_old_one_keeps_serving() {
     let cfg = config(
         &refs,
         &format!("name = \"table\"\ntable = \"{}\"", t1.display()),
-        "ramp_secs = 0.0",
+        "ramp_queries = 0",
     );
     let b = spawn_balancer(dir, &cfg);
     let path_body = |p: &Path| format!("{{\"path\": \"{}\"}}", p.display()).into_bytes();

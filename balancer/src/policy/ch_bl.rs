@@ -11,9 +11,7 @@
 use data::rng::Rng;
 
 use crate::load::{least_loaded_member, live_mask, load_cap, LoadView};
-use crate::policy::{
-    Decision, PolicyError, PolicyKind, PolicyParams, QueryKey, Reason, RoutingPolicy,
-};
+use crate::policy::{BuildPolicy, Decision, PolicyError, PolicyKind, PolicyParams, QueryKey, Reason, RoutingPolicy};
 use crate::ring::Ring;
 
 /// Consistent hashing with bounded loads.
@@ -36,6 +34,12 @@ impl ChBl {
     /// The ring.
     pub fn ring(&self) -> &Ring {
         &self.ring
+    }
+}
+
+impl BuildPolicy for ChBl {
+    fn build(params: &PolicyParams) -> Result<Self, PolicyError> {
+        Self::new(params)
     }
 }
 

@@ -5,7 +5,7 @@
 use data::rng::Rng;
 
 use crate::load::{least_loaded_member, live_mask, LoadView};
-use crate::policy::{Decision, PolicyKind, QueryKey, Reason, RoutingPolicy};
+use crate::policy::{BuildPolicy, Decision, PolicyError, PolicyKind, PolicyParams, QueryKey, Reason, RoutingPolicy};
 
 /// Least loaded live replica.
 #[derive(Clone, Debug)]
@@ -17,6 +17,12 @@ impl LeastLoaded {
     /// Least-loaded routing over `replicas` replicas.
     pub fn new(replicas: usize) -> Self {
         LeastLoaded { replicas }
+    }
+}
+
+impl BuildPolicy for LeastLoaded {
+    fn build(params: &PolicyParams) -> Result<Self, PolicyError> {
+        Ok(Self::new(params.replicas))
     }
 }
 

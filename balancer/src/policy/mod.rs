@@ -1,8 +1,12 @@
 //! The routing-policy trait, the policy registry ([`PolicyKind`]) and [`build_policy`].
 //!
 //! Every policy sits behind one tiny trait, [`RoutingPolicy::route`], lives in one file
-//! named after it, and is listed once in [`PolicyKind`]; adding a policy is one new file plus
-//! one line here. Policies are built off the request path (rings, tables) and routing only
+//! named after it (a type implementing [`RoutingPolicy`] and [`BuildPolicy`]), and is
+//! listed once in the `registry!` invocation below, which declares its module and generates
+//! [`PolicyKind`], [`PolicyKind::ALL`], the names (`FromStr`/`Display`) and
+//! [`build_policy`]: adding a policy is one new file plus one line here. The golden and
+//! property tests iterate [`PolicyKind::ALL`], so a new policy is tested at once (and its
+//! golden test fails until its expected routing is written down). Policies are built off the request path (rings, tables) and routing only
 //! reads them: `route` never allocates and never locks, takes randomness only from the
 //! caller's seeded [`Rng`], and sends queries only to live replicas.
 //!
@@ -24,15 +28,6 @@ use rustc_hash::FxHasher;
 use crate::load::{LoadView, MAX_REPLICAS};
 use crate::ring::{DEFAULT_VNODES, MAX_VNODES, MIN_VNODES};
 
-pub mod ch_bl;
-pub mod least_loaded;
-pub mod p2c;
-pub mod query_hash;
-pub mod random;
-pub mod rj_ch;
-pub mod round_robin;
-pub mod table;
-pub mod term_vote;
 pub mod vote;
 
 /// `HashMap` keyed by already-mixed 64-bit hashes; Fx is enough and is one multiply.
@@ -140,62 +135,79 @@ pub trait RoutingPolicy: Send + Sync {
     fn route(&self, query: &QueryKey<'_>, load: &dyn LoadView, rng: &mut Rng) -> Decision;
 }
 
-/// The registry of routing policies.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum PolicyKind {
-    /// Next live replica in turn.
-    RoundRobin,
-    /// Uniformly random live replica.
-    Random,
-    /// Least loaded live replica.
-    LeastLoaded,
-    /// Power of two choices.
-    P2c,
-    /// Consistent hashing of the whole query.
-    QueryHash,
-    /// Consistent hashing with bounded loads.
-    ChBl,
-    /// Random-jump consistent hashing.
-    RjCh,
-    /// Each term votes for `term_hash % R`, weighted by its postings bytes.
-    TermVote,
-    /// Votes from a learned voting table.
-    Table,
+/// Builds a registered policy from [`PolicyParams`]; every policy in the registry
+/// implements it.
+pub trait BuildPolicy: RoutingPolicy + Sized + 'static {
+    /// Whether [`build_policy`] needs [`PolicyParams::table`].
+    const NEEDS_TABLE: bool = false;
+
+    /// Builds the policy. `params` has passed [`PolicyParams::validate`].
+    fn build(params: &PolicyParams) -> Result<Self, PolicyError>;
 }
 
-impl PolicyKind {
-    /// Every policy, in registry order.
-    pub const ALL: [PolicyKind; 9] = [
-        PolicyKind::RoundRobin,
-        PolicyKind::Random,
-        PolicyKind::LeastLoaded,
-        PolicyKind::P2c,
-        PolicyKind::QueryHash,
-        PolicyKind::ChBl,
-        PolicyKind::RjCh,
-        PolicyKind::TermVote,
-        PolicyKind::Table,
-    ];
+/// Generates the policy registry from one line per policy:
+/// `Variant => "name", module::Type;` (the module is declared here too).
+macro_rules! registry {
+    ($($(#[$doc:meta])* $variant:ident => $name:literal, $module:ident :: $ty:ident;)+) => {
+        $(pub mod $module;)+
 
-    /// The policy's name on the command line and in reports.
-    pub fn name(self) -> &'static str {
-        match self {
-            PolicyKind::RoundRobin => "round-robin",
-            PolicyKind::Random => "random",
-            PolicyKind::LeastLoaded => "least-loaded",
-            PolicyKind::P2c => "p2c",
-            PolicyKind::QueryHash => "query-hash",
-            PolicyKind::ChBl => "ch-bl",
-            PolicyKind::RjCh => "rj-ch",
-            PolicyKind::TermVote => "term-vote",
-            PolicyKind::Table => "table",
+        /// The registry of routing policies.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum PolicyKind {
+            $($(#[$doc])* $variant,)+
         }
-    }
 
-    /// Whether [`build_policy`] needs [`PolicyParams::table`].
-    pub fn needs_table(self) -> bool {
-        matches!(self, PolicyKind::Table)
-    }
+        impl PolicyKind {
+            /// Every policy, in registry order.
+            pub const ALL: [PolicyKind; [$($name),+].len()] = [$(PolicyKind::$variant),+];
+
+            /// The policy's name on the command line and in reports.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(PolicyKind::$variant => $name,)+
+                }
+            }
+
+            /// Whether [`build_policy`] needs [`PolicyParams::table`].
+            pub fn needs_table(self) -> bool {
+                match self {
+                    $(PolicyKind::$variant => <$module::$ty as BuildPolicy>::NEEDS_TABLE,)+
+                }
+            }
+        }
+
+        /// Builds the policy `kind` from `params`. All validation happens here, once.
+        pub fn build_policy(
+            kind: PolicyKind,
+            params: &PolicyParams,
+        ) -> Result<Box<dyn RoutingPolicy>, PolicyError> {
+            params.validate()?;
+            Ok(match kind {
+                $(PolicyKind::$variant => Box::new(<$module::$ty as BuildPolicy>::build(params)?),)+
+            })
+        }
+    };
+}
+
+registry! {
+    /// Next live replica in turn.
+    RoundRobin => "round-robin", round_robin::RoundRobin;
+    /// Uniformly random live replica.
+    Random => "random", random::Random;
+    /// Least loaded live replica.
+    LeastLoaded => "least-loaded", least_loaded::LeastLoaded;
+    /// Power of two choices.
+    P2c => "p2c", p2c::P2c;
+    /// Consistent hashing of the whole query.
+    QueryHash => "query-hash", query_hash::QueryHash;
+    /// Consistent hashing with bounded loads.
+    ChBl => "ch-bl", ch_bl::ChBl;
+    /// Random-jump consistent hashing.
+    RjCh => "rj-ch", rj_ch::RjCh;
+    /// Each term votes for `term_hash % R`, weighted by its postings bytes.
+    TermVote => "term-vote", term_vote::TermVote;
+    /// Votes from a learned voting table.
+    Table => "table", table::TablePolicy;
 }
 
 impl fmt::Display for PolicyKind {
@@ -206,7 +218,10 @@ impl fmt::Display for PolicyKind {
 
 /// An unknown policy name.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("unknown routing policy `{name}`; valid policies: round-robin, random, least-loaded, p2c, query-hash, ch-bl, rj-ch, term-vote, table")]
+#[error(
+    "unknown routing policy `{name}`; valid policies: {valid}",
+    valid = PolicyKind::ALL.map(PolicyKind::name).join(", ")
+)]
 pub struct ParsePolicyKindError {
     /// The name that did not parse.
     pub name: String,
@@ -389,25 +404,6 @@ impl PolicyParams {
         }
         Ok(())
     }
-}
-
-/// Builds the policy `kind` from `params`. All validation happens here, once.
-pub fn build_policy(
-    kind: PolicyKind,
-    params: &PolicyParams,
-) -> Result<Box<dyn RoutingPolicy>, PolicyError> {
-    params.validate()?;
-    Ok(match kind {
-        PolicyKind::RoundRobin => Box::new(round_robin::RoundRobin::new(params.replicas)),
-        PolicyKind::Random => Box::new(random::Random::new(params.replicas)),
-        PolicyKind::LeastLoaded => Box::new(least_loaded::LeastLoaded::new(params.replicas)),
-        PolicyKind::P2c => Box::new(p2c::P2c::new(params.replicas)),
-        PolicyKind::QueryHash => Box::new(query_hash::QueryHash::new(params)?),
-        PolicyKind::ChBl => Box::new(ch_bl::ChBl::new(params)?),
-        PolicyKind::RjCh => Box::new(rj_ch::RjCh::new(params)?),
-        PolicyKind::TermVote => Box::new(term_vote::TermVote::new(params)?),
-        PolicyKind::Table => Box::new(table::TablePolicy::new(params)?),
-    })
 }
 
 #[cfg(test)]

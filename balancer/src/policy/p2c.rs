@@ -8,7 +8,7 @@
 use data::rng::Rng;
 
 use crate::load::{live_mask, nth_set_bit, LoadView};
-use crate::policy::{Decision, PolicyKind, QueryKey, Reason, RoutingPolicy};
+use crate::policy::{BuildPolicy, Decision, PolicyError, PolicyKind, PolicyParams, QueryKey, Reason, RoutingPolicy};
 
 /// Power of two choices over the live replicas.
 #[derive(Clone, Debug)]
@@ -20,6 +20,12 @@ impl P2c {
     /// Power-of-two-choices routing over `replicas` replicas.
     pub fn new(replicas: usize) -> Self {
         P2c { replicas }
+    }
+}
+
+impl BuildPolicy for P2c {
+    fn build(params: &PolicyParams) -> Result<Self, PolicyError> {
+        Ok(Self::new(params.replicas))
     }
 }
 

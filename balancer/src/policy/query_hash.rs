@@ -9,9 +9,7 @@
 use data::rng::Rng;
 
 use crate::load::{live_mask, LoadView};
-use crate::policy::{
-    Decision, PolicyError, PolicyKind, PolicyParams, QueryKey, Reason, RoutingPolicy,
-};
+use crate::policy::{BuildPolicy, Decision, PolicyError, PolicyKind, PolicyParams, QueryKey, Reason, RoutingPolicy};
 use crate::ring::Ring;
 
 /// Consistent hashing of the query, first live replica clockwise.
@@ -31,6 +29,12 @@ impl QueryHash {
     /// The ring.
     pub fn ring(&self) -> &Ring {
         &self.ring
+    }
+}
+
+impl BuildPolicy for QueryHash {
+    fn build(params: &PolicyParams) -> Result<Self, PolicyError> {
+        Self::new(params)
     }
 }
 

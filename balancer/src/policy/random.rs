@@ -6,7 +6,7 @@
 use data::rng::Rng;
 
 use crate::load::{live_mask, random_member, LoadView};
-use crate::policy::{Decision, PolicyKind, QueryKey, Reason, RoutingPolicy};
+use crate::policy::{BuildPolicy, Decision, PolicyError, PolicyKind, PolicyParams, QueryKey, Reason, RoutingPolicy};
 
 /// Uniformly random live replica.
 #[derive(Clone, Debug)]
@@ -18,6 +18,12 @@ impl Random {
     /// Random routing over `replicas` replicas.
     pub fn new(replicas: usize) -> Self {
         Random { replicas }
+    }
+}
+
+impl BuildPolicy for Random {
+    fn build(params: &PolicyParams) -> Result<Self, PolicyError> {
+        Ok(Self::new(params.replicas))
     }
 }
 

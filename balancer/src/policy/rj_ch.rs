@@ -13,9 +13,7 @@ use data::rng::Rng;
 use crate::load::{
     least_loaded_member, live_mask, load_cap, random_member, under_cap_mask, LoadView,
 };
-use crate::policy::{
-    Decision, PolicyError, PolicyKind, PolicyParams, QueryKey, Reason, RoutingPolicy,
-};
+use crate::policy::{BuildPolicy, Decision, PolicyError, PolicyKind, PolicyParams, QueryKey, Reason, RoutingPolicy};
 use crate::ring::Ring;
 
 /// Random-jump consistent hashing.
@@ -38,6 +36,12 @@ impl RjCh {
     /// The ring.
     pub fn ring(&self) -> &Ring {
         &self.ring
+    }
+}
+
+impl BuildPolicy for RjCh {
+    fn build(params: &PolicyParams) -> Result<Self, PolicyError> {
+        Self::new(params)
     }
 }
 

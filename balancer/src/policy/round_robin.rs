@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use data::rng::Rng;
 
 use crate::load::{live_mask, nth_set_bit, LoadView};
-use crate::policy::{Decision, PolicyKind, QueryKey, Reason, RoutingPolicy};
+use crate::policy::{BuildPolicy, Decision, PolicyError, PolicyKind, PolicyParams, QueryKey, Reason, RoutingPolicy};
 
 /// Round-robin over the live replicas.
 #[derive(Debug)]
@@ -26,6 +26,12 @@ impl RoundRobin {
             replicas,
             next: AtomicU64::new(0),
         }
+    }
+}
+
+impl BuildPolicy for RoundRobin {
+    fn build(params: &PolicyParams) -> Result<Self, PolicyError> {
+        Ok(Self::new(params.replicas))
     }
 }
 

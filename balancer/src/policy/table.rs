@@ -28,9 +28,7 @@ use data::table::VotingTable;
 
 use crate::load::{LoadView, MAX_REPLICAS};
 use crate::policy::vote::{pick, Scores, VoteSource};
-use crate::policy::{
-    Decision, FxHashMap, PolicyError, PolicyKind, PolicyParams, QueryKey, RoutingPolicy, TermBytes,
-};
+use crate::policy::{BuildPolicy, Decision, FxHashMap, PolicyError, PolicyKind, PolicyParams, QueryKey, RoutingPolicy, TermBytes};
 
 /// A voting table compiled for routing: term hash to a slice of `(replica, weight)` votes.
 #[derive(Clone, Debug)]
@@ -161,7 +159,7 @@ impl VoteSource for TableVotes {
 /// Routing by a voting table with bounded loads.
 #[derive(Clone, Debug)]
 pub struct TablePolicy {
-    votes: TableVotes,
+    votes: Arc<TableVotes>,
     eps: f64,
 }
 
@@ -173,15 +171,26 @@ impl TablePolicy {
             .table
             .as_ref()
             .ok_or(PolicyError::MissingTable(PolicyKind::Table))?;
-        Ok(TablePolicy {
-            votes: TableVotes::build(table, params.replicas, Arc::clone(&params.term_bytes))?,
-            eps: params.eps,
-        })
+        let votes = TableVotes::build(table, params.replicas, Arc::clone(&params.term_bytes))?;
+        Ok(TablePolicy::from_votes(Arc::new(votes), params.eps))
+    }
+
+    /// Routes by an already compiled table with slack `eps`.
+    pub fn from_votes(votes: Arc<TableVotes>, eps: f64) -> Self {
+        TablePolicy { votes, eps }
     }
 
     /// The compiled table.
-    pub fn votes(&self) -> &TableVotes {
+    pub fn votes(&self) -> &Arc<TableVotes> {
         &self.votes
+    }
+}
+
+impl BuildPolicy for TablePolicy {
+    const NEEDS_TABLE: bool = true;
+
+    fn build(params: &PolicyParams) -> Result<Self, PolicyError> {
+        Self::new(params)
     }
 }
 

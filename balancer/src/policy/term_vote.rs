@@ -14,9 +14,7 @@ use data::rng::Rng;
 
 use crate::load::LoadView;
 use crate::policy::vote::{pick, Scores, VoteSource};
-use crate::policy::{
-    Decision, PolicyError, PolicyKind, PolicyParams, QueryKey, RoutingPolicy, TermBytes,
-};
+use crate::policy::{BuildPolicy, Decision, PolicyError, PolicyKind, PolicyParams, QueryKey, RoutingPolicy, TermBytes};
 
 /// Term-hash voting weighted by postings bytes, with bounded loads.
 #[derive(Clone, Debug)]
@@ -43,6 +41,12 @@ impl VoteSource for TermVote {
     fn add_votes(&self, term_hash: u64, scores: &mut Scores) {
         let r = (term_hash % self.replicas as u64) as usize;
         scores.add_vote(r, f64::from(self.term_bytes.get(term_hash)));
+    }
+}
+
+impl BuildPolicy for TermVote {
+    fn build(params: &PolicyParams) -> Result<Self, PolicyError> {
+        Self::new(params)
     }
 }
 

@@ -9,7 +9,7 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use super::bound::one_big_cache;
-use super::replay::{replay, NoObserver, SimConfig, SimResult};
+use super::replay::{replay, NoObserver, SimConfig, SimLoad, SimResult};
 use super::trace::Trace;
 use crate::eviction::EvictionKind;
 
@@ -32,6 +32,8 @@ pub struct GridConfig {
     pub seed: u64,
     /// Voting table for the `table` policy.
     pub table: Option<Arc<VotingTable>>,
+    /// What the load window counts.
+    pub load: SimLoad,
 }
 
 /// One (policy, cache size) result, as `ballot eval` writes it to JSON.
@@ -98,6 +100,7 @@ pub fn run_grid(trace: &Trace, cfg: &GridConfig) -> Result<GridOutput, PolicyErr
         eviction: cfg.eviction,
         window: cfg.window,
         seed: cfg.seed,
+        load: cfg.load,
     };
     let results: Vec<GridResult> = jobs
         .par_iter()

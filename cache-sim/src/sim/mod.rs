@@ -3,8 +3,6 @@
 //!
 //! - [`trace`] turns a log (already split into train and test) into dense term ids with
 //!   their hashes and postings bytes, once, so every policy replays the same compact trace.
-//! - [`window`] is the simulator's load view: queries routed to each replica over the
-//!   trailing window (10,000 queries in the standard evaluation).
 //! - [`replay`](mod@replay) routes each query with the same `balancer` policy code the HTTP balancer
 //!   serves with, and looks each term up in the chosen replica's cache (the same eviction
 //!   code the replica caches with); only the test part is counted.
@@ -17,10 +15,8 @@ pub mod grid;
 pub mod replay;
 pub mod switch;
 pub mod trace;
-pub mod window;
 
 pub use bound::one_big_cache;
 pub use grid::{run_grid, GridConfig, GridOutput, GridResult};
-pub use replay::{replay, NoObserver, Observer, SimConfig, SimResult};
+pub use replay::{replay, NoObserver, Observer, SimConfig, SimLoad, SimResult};
 pub use trace::Trace;
-pub use window::WindowLoad;

@@ -1,8 +1,11 @@
 //! Replays a [`Trace`] through one routing policy into R simulated caches.
 //!
 //! For each query, in order: the policy picks a replica from the query's term hashes and
-//! the trailing-window load ([`WindowLoad`]); each of the query's terms is looked up in that
-//! replica's cache and inserted on a miss (its postings bytes are then read from "flash").
+//! the trailing-window load ([`balancer::load::Window`], the one the HTTP balancer bounds);
+//! each of the query's terms is looked up in that replica's cache and inserted on a miss
+//! (its postings bytes are then read from "flash"); the window then records the query at
+//! its replica, as 1 ([`SimLoad::Queries`]) or as its work ([`SimLoad::Work`]: the flash
+//! bytes it missed there plus a fixed per-query cost).
 //! The train part warms the caches; only the test part is counted (DESIGN.md, standard
 //! evaluation). An [`Observer`] sees every routing decision and lookup, which is how the
 //! learner watches where each term's postings were fetched.
@@ -15,11 +18,45 @@ use data::tokenizer::MAX_TERMS;
 use serde::Serialize;
 
 use super::trace::Trace;
-use super::window::WindowLoad;
 use crate::eviction::{with_cache_type, Cache, CacheVisitor, EvictionKind};
+use balancer::load::Window;
 
 /// Queries per load window in the standard evaluation.
 pub const DEFAULT_WINDOW: usize = 10_000;
+
+/// What the trace simulator's load window counts (the requests-in-flight load needs time:
+/// the queueing simulator has it).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SimLoad {
+    /// One per query (`load = "window"`).
+    #[default]
+    Queries,
+    /// Each query's work at its replica (`load = "work"`): the flash bytes it missed there
+    /// plus `query_bytes`, the fixed per-query cost in flash-byte units.
+    Work {
+        /// The fixed per-query cost.
+        query_bytes: u64,
+    },
+}
+
+impl SimLoad {
+    /// The load kind of the HTTP balancer's config that this matches.
+    pub fn kind(self) -> balancer::LoadKind {
+        match self {
+            SimLoad::Queries => balancer::LoadKind::Window,
+            SimLoad::Work { .. } => balancer::LoadKind::Work,
+        }
+    }
+
+    /// The window cost of a query that missed `missed` bytes.
+    #[inline]
+    pub fn cost(self, missed: u64) -> u64 {
+        match self {
+            SimLoad::Queries => 1,
+            SimLoad::Work { query_bytes } => query_bytes.saturating_add(missed),
+        }
+    }
+}
 
 /// One simulation's parameters.
 #[derive(Clone, Debug, PartialEq)]
@@ -34,6 +71,8 @@ pub struct SimConfig {
     pub window: usize,
     /// Seed of the routing RNG (random choices and overflow jumps).
     pub seed: u64,
+    /// What the load window counts.
+    pub load: SimLoad,
 }
 
 /// What one replay measured over the test part.
@@ -53,7 +92,10 @@ pub struct SimResult {
     /// Share of test queries per replica.
     pub replica_query_share: Vec<f64>,
     /// Share of test flash bytes per replica.
-    pub replica_flash_share: Vec<f64>,
+    pub flash_shares: Vec<f64>,
+    /// The busiest replica's share of the test flash bytes: with flash the bottleneck,
+    /// throughput follows the busiest replica (1/R is perfect balance).
+    pub flash_share_max: f64,
     /// Test queries counted.
     pub queries: u64,
     /// Test term lookups counted.
@@ -152,7 +194,7 @@ pub fn replay_into<C: Cache, O: Observer>(
     let start = Instant::now();
     let r = cfg.replicas;
     assert_eq!(caches.len(), r, "one cache per replica");
-    let mut load = WindowLoad::new(r, cfg.window);
+    let mut load = Window::new(r, cfg.window);
     let mut rng = Rng::new(cfg.seed);
     let mut hashes = [0u64; MAX_TERMS];
 
@@ -174,8 +216,8 @@ pub fn replay_into<C: Cache, O: Observer>(
         let key = QueryKey::new(trace.query_hashes[q], &hashes[..n]);
         let decision = policy.route(&key, &load, &mut rng);
         let replica = decision.replica;
-        load.push(replica);
         let counted = q >= trace.train_len;
+        let mut missed_here = 0u64;
         observer.on_route(q, counted, decision);
         let cache = &mut caches[replica as usize];
         total_lookups += n as u64;
@@ -198,6 +240,7 @@ pub fn replay_into<C: Cache, O: Observer>(
                 if !hit {
                     misses += 1;
                     missed += bytes;
+                    missed_here += bytes;
                     flash_per_replica[replica as usize] += bytes;
                     if novel {
                         novel_missed += bytes;
@@ -214,10 +257,15 @@ pub fn replay_into<C: Cache, O: Observer>(
             }
         } else {
             for &t in &terms[..n] {
-                let hit = cache.access(t, trace.term_bytes[t as usize]);
+                let bytes = trace.term_bytes[t as usize];
+                let hit = cache.access(t, bytes);
+                if !hit {
+                    missed_here += bytes;
+                }
                 observer.on_lookup(q, false, replica, t, hit);
             }
         }
+        load.record_mut(usize::from(replica), cfg.load.cost(missed_here));
     }
 
     let test_queries = trace.test_len() as u64;
@@ -228,7 +276,8 @@ pub fn replay_into<C: Cache, O: Observer>(
         imbalance: max_over_mean(&queries_per_replica),
         imbalance_p99_window: percentile(&mut window_imbalances, 0.99),
         replica_query_share: shares(&queries_per_replica),
-        replica_flash_share: shares(&flash_per_replica),
+        flash_shares: shares(&flash_per_replica),
+        flash_share_max: shares(&flash_per_replica).into_iter().fold(0.0, f64::max),
         queries: test_queries,
         lookups,
         requested_bytes: requested,
@@ -299,6 +348,7 @@ mod tests {
             eviction: EvictionKind::Lru,
             window: 2,
             seed: 1,
+            load: SimLoad::Queries,
         };
         let res = replay(&trace, policy.as_ref(), &cfg, &mut NoObserver);
         // Test part: q2 "a b" on r0 (2 hits), q3 "a b" on r1 (2 hits), q4 "c" on r0 (miss).
@@ -309,7 +359,8 @@ mod tests {
         assert!((res.miss_bytes_ratio - 0.2).abs() < 1e-12);
         assert!((res.miss_ratio - 0.2).abs() < 1e-12);
         assert_eq!(res.replica_query_share, vec![2.0 / 3.0, 1.0 / 3.0]);
-        assert_eq!(res.replica_flash_share, vec![1.0, 0.0]);
+        assert_eq!(res.flash_shares, vec![1.0, 0.0]);
+        assert_eq!(res.flash_share_max, 1.0);
         assert!((res.imbalance - 4.0 / 3.0).abs() < 1e-12);
         // Whole windows of 2 test queries: [r0, r1] → 1.0; the partial [r0] is ignored.
         assert_eq!(res.imbalance_p99_window, 1.0);

@@ -3,13 +3,12 @@
 //! balancer's own ramp ([`balancer::ramp`]) and without it (an instant switch).
 //!
 //! The caches warm on the train part with the old table, as in `ballot eval`. The switch
-//! happens at test query `at`. From there, [`SwitchPolicy`] routes by a
+//! happens at test query `at`. From there, the balancer's own [`RampPolicy`] routes by a
 //! [`RampedTable`] from the old to the new table, at a progress that grows linearly from 0
 //! to 1 over `ramp` queries (`ramp = 0` is the instant switch: every query from `at` on
 //! routes by the new table). A query follows the new table once its key term does
 //! ([`balancer::ramp::follows_new`]`(key, progress)`, see [`balancer::ramp`]), exactly as
-//! in the HTTP balancer; only the clock differs: here it is the query counter, injected by
-//! [`SwitchPolicy`] itself (DESIGN.md: "a new table must be rolled out gradually (move a
+//! in the HTTP balancer, with the same clock: the queries the policy has routed (DESIGN.md: "a new table must be rolled out gradually (move a
 //! few terms at a time), or every replica goes cold at once").
 //!
 //! [`WindowedMisses`] is an [`Observer`] that sums requested and missed postings bytes per
@@ -29,18 +28,17 @@
 //!   is the cost of the switch itself: the instant switch's cold spike against the ramp's
 //!   spread-out cost, plus what the ramp leaves behind.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use balancer::load::LoadView;
 use balancer::policy::table::TableVotes;
 use balancer::policy::vote::Scores;
-use balancer::policy::{Decision, PolicyError, PolicyKind, QueryKey, RoutingPolicy};
-use balancer::ramp::{RampedTable, SharedVotes};
-use data::rng::Rng;
+use balancer::policy::PolicyError;
+use balancer::ramp::{RampPolicy, RampedTable, SharedVotes};
 use data::table::VotingTable;
 use serde::Serialize;
 
+#[cfg(test)]
+use super::replay::SimLoad;
 use super::replay::{ratio, replay, Observer, SimConfig, SimResult};
 use super::trace::Trace;
 
@@ -54,78 +52,6 @@ pub const DEFAULT_RAMP: usize = 2_000;
 pub const TRANSITION_SETTLE: usize = 5_000;
 /// Default reporting window of the switch simulation, in queries.
 pub const DEFAULT_SWITCH_WINDOW: usize = 2_000;
-
-/// Routes by the old table until query `at` (counted from the first routed query), then by
-/// a [`RampedTable`] whose progress grows from 0 to 1 over `ramp` queries.
-///
-/// The policy counts its own `route` calls, so it expects to see each query of one replay
-/// once, in order: build a fresh one per replay (like `round-robin`, it keeps state).
-pub struct SwitchPolicy {
-    ramp: RampedTable,
-    replicas: usize,
-    eps: f64,
-    at: usize,
-    ramp_len: usize,
-    next: AtomicUsize,
-}
-
-impl std::fmt::Debug for SwitchPolicy {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SwitchPolicy")
-            .field("replicas", &self.replicas)
-            .field("eps", &self.eps)
-            .field("at", &self.at)
-            .field("ramp", &self.ramp_len)
-            .finish_non_exhaustive()
-    }
-}
-
-impl SwitchPolicy {
-    /// A switch from `old` to `new` at routed query `at`, ramped over `ramp` queries (0: an
-    /// instant switch), with the bounded-load rule over `replicas` replicas and slack `eps`.
-    pub fn new(
-        old: SharedVotes,
-        new: SharedVotes,
-        replicas: usize,
-        eps: f64,
-        at: usize,
-        ramp: usize,
-    ) -> Self {
-        SwitchPolicy {
-            ramp: RampedTable::new(old, new),
-            replicas,
-            eps,
-            at,
-            ramp_len: ramp,
-            next: AtomicUsize::new(0),
-        }
-    }
-
-    /// The ramp's progress at routed query `q` (0 before the switch, 1 once it is done).
-    #[inline]
-    pub fn progress(&self, q: usize) -> f64 {
-        if q < self.at {
-            0.0
-        } else if self.ramp_len == 0 {
-            1.0
-        } else {
-            ((q - self.at) as f64 / self.ramp_len as f64).min(1.0)
-        }
-    }
-}
-
-impl RoutingPolicy for SwitchPolicy {
-    fn kind(&self) -> PolicyKind {
-        PolicyKind::Table
-    }
-
-    #[inline]
-    fn route(&self, query: &QueryKey<'_>, load: &dyn LoadView, rng: &mut Rng) -> Decision {
-        let q = self.next.fetch_add(1, Ordering::Relaxed);
-        self.ramp
-            .route(query, self.progress(q), self.replicas, self.eps, load, rng)
-    }
-}
 
 /// Sums requested and missed postings bytes per window of `window` test queries.
 #[derive(Clone, Debug)]
@@ -302,13 +228,12 @@ pub fn replay_switch(
     cfg: &SwitchConfig,
     ramp: usize,
 ) -> (SimResult, Vec<f64>) {
-    let policy = SwitchPolicy::new(
-        Arc::clone(old),
-        Arc::clone(new),
+    let policy = RampPolicy::new(
+        RampedTable::new(Arc::clone(old), Arc::clone(new)),
         cfg.sim.replicas,
         cfg.eps,
-        trace.train_len + cfg.at,
-        ramp,
+        (trace.train_len + cfg.at) as u64,
+        ramp as u64,
     );
     let mut windows = WindowedMisses::new(trace, cfg.window);
     let sim = replay(trace, &policy, &cfg.sim, &mut windows);
@@ -433,6 +358,7 @@ mod tests {
                 eviction: EvictionKind::Lru,
                 window: 1_000,
                 seed: 1,
+                load: SimLoad::Queries,
             },
             eps: 0.05,
             at: trace.test_len() / 2,
@@ -512,22 +438,6 @@ mod tests {
         assert_eq!(rep.peak_transition_instant, rep.peak_transition_ramp);
         assert!(rep.peak_transition_instant <= rep.peak_instant);
         assert_eq!(rep.moved_bytes_share, 0.0);
-    }
-
-    #[test]
-    fn progress_is_linear_after_the_switch() {
-        let t: SharedVotes = compile_table(&trace(), &table(|_| 0), R).unwrap();
-        let p = SwitchPolicy::new(Arc::clone(&t), t, R, 0.05, 100, 50);
-        assert_eq!(p.progress(0), 0.0);
-        assert_eq!(p.progress(99), 0.0);
-        assert_eq!(p.progress(100), 0.0);
-        assert_eq!(p.progress(125), 0.5);
-        assert_eq!(p.progress(150), 1.0);
-        assert_eq!(p.progress(10_000), 1.0);
-        let t: SharedVotes = compile_table(&trace(), &table(|_| 0), R).unwrap();
-        let instant = SwitchPolicy::new(Arc::clone(&t), t, R, 0.05, 100, 0);
-        assert_eq!(instant.progress(99), 0.0);
-        assert_eq!(instant.progress(100), 1.0);
     }
 
     #[test]

@@ -118,6 +118,7 @@ pub fn run(args: &EvalArgs) -> Result<EvalReport> {
         window: args.window,
         seed: args.seed,
         table,
+        load: Default::default(),
     };
     let stage = Stage::start(&format!(
         "simulating {} policies x {} cache sizes",

@@ -108,6 +108,7 @@ pub fn run(args: &GridArgs) -> Result<()> {
                 window: DEFAULT_WINDOW,
                 seed: args.seed,
                 table: Some(Arc::new(out.table)),
+                load: Default::default(),
             },
         )?;
         let find = |name: &str| grid.results.iter().find(|r| r.policy == name);

@@ -422,6 +422,7 @@ fn simulate(setup: &LiveSetup<'_>, table: &Arc<VotingTable>) -> Result<Vec<Simul
         eviction: EvictionKind::Lru,
         window: DEFAULT_WINDOW,
         seed: 1,
+        load: Default::default(),
     };
     setup
         .policies

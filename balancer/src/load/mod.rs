@@ -8,10 +8,22 @@
 //! live replica is always strictly below that cap, so bounded policies always have somewhere
 //! to go.
 //!
-//! The simulator's view counts the queries routed to each replica in a trailing window; the
-//! HTTP balancer's counts requests in flight (`load = "in-flight"`, HAProxy's rule) or, like
-//! the simulator, the queries routed over its last decisions (`load = "window"`). Both implement [`LoadView`]; [`StaticLoad`] is
-//! the plain-vector view for tests and simple uses.
+//! There is one implementation of each load, shared by the trace simulator, the queueing
+//! simulator and the HTTP balancer ([`LoadKind`]):
+//!
+//! - [`Window`]: queries (`window`) or their work (`work`: flash bytes missed at the
+//!   replica plus a fixed per-query cost) over a trailing window of routing decisions;
+//! - [`InFlight`]: requests in flight (`in-flight`, HAProxy's rule), which needs time, so
+//!   only the HTTP balancer and the queueing simulator have it.
+//!
+//! Each implements [`LoadView`] with every replica live; the HTTP balancer wraps them in a
+//! view that adds liveness. [`StaticLoad`] is the plain-vector view for tests.
+
+pub mod in_flight;
+pub mod window;
+
+pub use in_flight::InFlight;
+pub use window::Window;
 
 /// The most replicas a policy routes over. Replica sets are kept as `u64` bit masks and
 /// per-replica scores as fixed `[_; MAX_REPLICAS]` stack arrays, so routing never allocates.
@@ -55,6 +67,66 @@ pub trait LoadView {
             }
         }
         under
+    }
+}
+
+/// Which load the bounded-load rule compares.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum LoadKind {
+    /// Queries routed to each replica over a trailing window of decisions.
+    #[default]
+    Window,
+    /// Work routed to each replica over a trailing window: each query counts its flash
+    /// bytes missed at the replica it went to plus a fixed per-query cost.
+    Work,
+    /// Requests in flight per replica (needs time: the HTTP balancer and the queueing
+    /// simulator).
+    InFlight,
+}
+
+impl LoadKind {
+    /// Every load kind.
+    pub const ALL: [LoadKind; 3] = [LoadKind::Window, LoadKind::Work, LoadKind::InFlight];
+
+    /// `"window"`, `"work"` or `"in-flight"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            LoadKind::Window => "window",
+            LoadKind::Work => "work",
+            LoadKind::InFlight => "in-flight",
+        }
+    }
+}
+
+impl std::fmt::Display for LoadKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A load name that is not one of [`LoadKind::ALL`].
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown load {0:?} (expected one of: window, work, in-flight)")]
+pub struct UnknownLoad(pub String);
+
+impl std::str::FromStr for LoadKind {
+    type Err = UnknownLoad;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        LoadKind::ALL
+            .into_iter()
+            .find(|k| k.name() == s)
+            .ok_or_else(|| UnknownLoad(s.to_owned()))
+    }
+}
+
+/// The mask of the first `n` replicas (all 64 bits for `n >= 64`).
+#[inline]
+pub fn first_n_bits(n: usize) -> u64 {
+    if n >= MAX_REPLICAS {
+        u64::MAX
+    } else {
+        (1u64 << n) - 1
     }
 }
 
@@ -131,9 +203,7 @@ impl LoadView for StaticLoad {
 /// is live). Replicas beyond `load.replicas()` or [`MAX_REPLICAS`] are never live.
 #[inline]
 pub fn live_mask(load: &dyn LoadView, replicas: usize) -> u64 {
-    let n = replicas.min(load.replicas()).min(MAX_REPLICAS);
-    let first_n = if n == 64 { u64::MAX } else { (1u64 << n) - 1 };
-    load.live_bits() & first_n
+    load.live_bits() & first_n_bits(replicas.min(load.replicas()))
 }
 
 /// The `k`-th (0-based) set bit of `mask`, counting from bit 0; `k` must be below
