@@ -18,6 +18,7 @@ use serde_json::json;
 
 use crate::chart::{line_chart, Series};
 use crate::inputs::{LogArgs, SizeArgs, SplitArgs};
+use crate::load_args::LoadArgs;
 use crate::progress::Stage;
 
 /// Arguments of `ballot eval`.
@@ -29,6 +30,8 @@ pub struct EvalArgs {
     pub sizes: SizeArgs,
     #[command(flatten)]
     pub split: SplitArgs,
+    #[command(flatten)]
+    pub load: LoadArgs,
     /// Number of replicas R.
     #[arg(long, default_value_t = 8)]
     pub replicas: usize,
@@ -118,7 +121,7 @@ pub fn run(args: &EvalArgs) -> Result<EvalReport> {
         window: args.window,
         seed: args.seed,
         table,
-        load: Default::default(),
+        load: args.load.sim_load()?,
     };
     let stage = Stage::start(&format!(
         "simulating {} policies x {} cache sizes",
@@ -162,7 +165,7 @@ pub fn write_json(path: &Path, doc: &serde_json::Value) -> Result<()> {
 
 fn print_table(out: &GridOutput) {
     println!(
-        "{:<14} {:>10} {:>9} {:>10} {:>11} {:>12} {:>9} {:>11} {:>9} {:>10}",
+        "{:<14} {:>10} {:>9} {:>10} {:>11} {:>12} {:>9} {:>11} {:>9} {:>10} {:>9}",
         "policy",
         "cache_frac",
         "replicas",
@@ -172,11 +175,12 @@ fn print_table(out: &GridOutput) {
         "imbalance",
         "imb_p99_win",
         "overflow",
-        "novel_mbr"
+        "novel_mbr",
+        "flash_max"
     );
     for r in &out.results {
         println!(
-            "{:<14} {:>10} {:>9} {:>10.4} {:>11.4} {:>12.0} {:>9.3} {:>11.3} {:>9.3} {:>10.4}",
+            "{:<14} {:>10} {:>9} {:>10.4} {:>11.4} {:>12.0} {:>9.3} {:>11.3} {:>9.3} {:>10.4} {:>9.4}",
             r.policy,
             r.cache_frac,
             r.replicas,
@@ -186,7 +190,8 @@ fn print_table(out: &GridOutput) {
             r.sim.imbalance,
             r.sim.imbalance_p99_window,
             r.sim.overflow_share,
-            r.sim.novel_miss_bytes_ratio
+            r.sim.novel_miss_bytes_ratio,
+            r.sim.flash_share_max
         );
     }
     for b in &out.bounds {
@@ -297,6 +302,8 @@ pub(crate) fn base_config(
         "eviction": args.eviction.name(),
         "eps": args.eps,
         "window": args.window,
+        "load": args.load.load.name(),
+        "work_query_bytes": args.load.work_query_bytes,
         "seed": args.seed,
         "split": format!("{:?}", args.split.split()?),
         "keep_repeats": args.log.keep_repeats,

@@ -16,6 +16,7 @@ use serde_json::json;
 
 use super::eval::write_json;
 use crate::inputs::{LogArgs, SizeArgs, SplitArgs};
+use crate::load_args::LoadArgs;
 
 /// Arguments of `ballot grid`.
 #[derive(Args, Debug)]
@@ -26,6 +27,8 @@ pub struct GridArgs {
     pub sizes: SizeArgs,
     #[command(flatten)]
     pub split: SplitArgs,
+    #[command(flatten)]
+    pub load: LoadArgs,
     /// Configurations `R:cache_frac`, comma-separated.
     #[arg(
         long,
@@ -90,6 +93,7 @@ pub fn run(args: &GridArgs) -> Result<()> {
     for (replicas, frac) in configs {
         let capacity = trace.capacity_for(frac);
         let cfg = TrainConfig {
+            load: args.load.sim_load()?,
             eps: args.eps,
             seed: args.seed,
             ..TrainConfig::new(replicas, frac, capacity)
@@ -108,7 +112,7 @@ pub fn run(args: &GridArgs) -> Result<()> {
                 window: DEFAULT_WINDOW,
                 seed: args.seed,
                 table: Some(Arc::new(out.table)),
-                load: Default::default(),
+                load: cfg.load,
             },
         )?;
         let find = |name: &str| grid.results.iter().find(|r| r.policy == name);

@@ -96,7 +96,7 @@ pub fn run(args: &EvalArgs, switch: &SwitchArgs) -> Result<()> {
             eviction: args.eviction,
             window: args.window,
             seed: args.seed,
-            load: Default::default(),
+            load: args.load.sim_load()?,
         },
         eps: args.eps,
         at: trace.test_len() / 2,

@@ -14,6 +14,7 @@ use learner::{train, TrainConfig};
 use super::eval::write_json;
 use crate::chart::{line_chart, Series};
 use crate::inputs::{LogArgs, SizeArgs, SplitArgs};
+use crate::load_args::LoadArgs;
 use crate::progress::Stage;
 
 /// Arguments of `ballot train`.
@@ -25,6 +26,8 @@ pub struct TrainArgs {
     pub sizes: SizeArgs,
     #[command(flatten)]
     pub split: SplitArgs,
+    #[command(flatten)]
+    pub load: LoadArgs,
     /// Number of replicas R.
     #[arg(long, default_value_t = 8)]
     pub replicas: usize,
@@ -103,6 +106,7 @@ pub fn run(args: &TrainArgs) -> Result<()> {
         .map(|&i| dataset.queries[i as usize].as_str())
         .collect();
     let cfg = TrainConfig {
+        load: args.load.sim_load()?,
         eviction: args.eviction,
         eps: args.eps,
         seed: args.seed,

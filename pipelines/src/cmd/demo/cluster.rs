@@ -270,8 +270,11 @@ pub struct BalancerSpec {
     pub sizes: Option<PathBuf>,
     /// Load-bound slack.
     pub eps: f64,
-    /// Routing decisions the balancer's load window counts (`load = "window"`, the load the
-    /// simulator bounds).
+    /// What the load bound counts (`window` or `work`, the loads the simulator bounds).
+    pub load: balancer::LoadKind,
+    /// With `work`: the fixed cost of one query, in flash bytes.
+    pub work_query_bytes: u64,
+    /// Routing decisions the balancer's load window counts.
     pub load_window: usize,
 }
 
@@ -284,12 +287,14 @@ pub fn start_balancer(spec: &BalancerSpec, replicas: &[&Proc], dir: &Path) -> Re
     };
     let mut toml = format!(
         "listen = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"\neps = {}\n\
-         load = \"window\"\nload_window = {}\n\
+         load = \"{}\"\nload_window = {}\nwork_query_bytes = {}\n\
          request_timeout_ms = 20000\ndeadline_ms = 60000\nretries = 2\n\n\
          [health]\ninterval_ms = 500\ntimeout_ms = 2000\nfall = 2\nrise = 2\n\n\
          [policy]\nname = {}\n",
         spec.eps,
+        spec.load,
         spec.load_window,
+        spec.work_query_bytes,
         toml_string(&spec.policy)
     );
     if let Some(t) = &spec.table {

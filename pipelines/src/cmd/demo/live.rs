@@ -54,6 +54,8 @@ pub struct LiveSetup<'a> {
     pub flash_read_mbps: Option<f64>,
     /// Load-bound slack.
     pub eps: f64,
+    /// What the load bound counts, in the balancer and the simulator alike.
+    pub load: crate::load_args::LoadArgs,
     /// Queries that warm the caches (not counted).
     pub warm: Vec<String>,
     /// Queries replayed closed-loop (counted).
@@ -262,6 +264,8 @@ fn serve_policy(
             table: kind.needs_table().then(|| setup.table.clone()),
             sizes: Some(setup.sizes_path.clone()),
             eps: setup.eps,
+            load: setup.load.load,
+            work_query_bytes: setup.load.work_query_bytes,
             load_window: DEFAULT_WINDOW,
         },
         &replicas.iter().collect::<Vec<_>>(),
@@ -422,7 +426,7 @@ fn simulate(setup: &LiveSetup<'_>, table: &Arc<VotingTable>) -> Result<Vec<Simul
         eviction: EvictionKind::Lru,
         window: DEFAULT_WINDOW,
         seed: 1,
-        load: Default::default(),
+        load: setup.load.sim_load()?,
     };
     setup
         .policies
