@@ -1,13 +1,14 @@
 //! Property tests of the eviction policies, run for every variant of [`EvictionKind::ALL`]:
 //! byte accounting and capacity invariants on random operation sequences, LRU against a
-//! timestamp model, and the registry (`new_cache`, `FromStr`, `Display`, serde names).
+//! timestamp model, the reported victims and shared hits against the plain calls, and the
+//! registry (`new_cache`, `FromStr`, `Display`, serde names).
 //!
 //! Step-by-step equivalence of every policy with its slow reference implementation lives
 //! next to those implementations, in `eviction_golden.rs`.
 
 use std::collections::HashMap;
 
-use cache_sim::eviction::{new_cache, Cache, EvictionKind, UnknownEviction};
+use cache_sim::eviction::{new_cache, Cache, EvictionKind, SharedGet, UnknownEviction};
 use proptest::prelude::*;
 use serde::de::{value::Error as DeError, Deserialize, IntoDeserializer};
 
@@ -142,8 +143,85 @@ impl TimestampLru {
     }
 }
 
+/// Runs `ops` on two caches of `kind` in lockstep: one through the plain calls, one through
+/// [`Cache::insert_evicting`] and (where the policy has it) [`Cache::get_shared`]. Every
+/// answer and the cached set must agree, and the reported victims must be exactly the keys
+/// that stopped being cached, each once.
+fn check_reports_and_shared_hits(kind: EvictionKind, capacity: u64, ops: &[Op]) {
+    let mut plain = new_cache(kind, capacity);
+    let mut reporting = new_cache(kind, capacity);
+    let shared = reporting.get_shared(0) != SharedGet::Exclusive;
+    assert_eq!(shared, kind != EvictionKind::Lru, "{kind}");
+    let mut keys: Vec<u32> = Vec::new();
+    let get = |c: &mut Box<dyn Cache>, k: u32| match c.get_shared(k) {
+        SharedGet::Hit => true,
+        SharedGet::Miss => false,
+        SharedGet::Exclusive => c.get(k),
+    };
+    for (step, &op) in ops.iter().enumerate() {
+        let at = || format!("{kind}, capacity {capacity}, step {step}: {op:?}");
+        let k = match op {
+            Op::Get(k) | Op::Probe(k) | Op::Insert(k, _) | Op::Access(k, _) => k,
+        };
+        keys.push(k);
+        keys.sort_unstable();
+        keys.dedup();
+        let before: Vec<u32> = keys
+            .iter()
+            .copied()
+            .filter(|&k| reporting.contains(k))
+            .collect();
+        let mut victims = Vec::new();
+        match op {
+            Op::Get(k) | Op::Probe(k) => {
+                assert_eq!(get(&mut reporting, k), plain.get(k), "{}", at())
+            }
+            Op::Insert(k, s) => {
+                plain.insert(k, s);
+                reporting.insert_evicting(k, s, &mut |v| victims.push(v));
+            }
+            Op::Access(k, s) => {
+                let hit = get(&mut reporting, k);
+                if !hit {
+                    reporting.insert_evicting(k, s, &mut |v| victims.push(v));
+                }
+                assert_eq!(plain.access(k, s), hit, "{}", at());
+            }
+        }
+        let after: Vec<u32> = keys
+            .iter()
+            .copied()
+            .filter(|&k| reporting.contains(k))
+            .collect();
+        let mut gone: Vec<u32> = before
+            .iter()
+            .copied()
+            .filter(|k| !after.contains(k))
+            .collect();
+        let mut reported = victims.clone();
+        reported.sort_unstable();
+        gone.sort_unstable();
+        assert_eq!(reported, gone, "{}: reported {victims:?}", at());
+        let plain_cached: Vec<u32> = keys
+            .iter()
+            .copied()
+            .filter(|&k| plain.contains(k))
+            .collect();
+        assert_eq!(after, plain_cached, "{}", at());
+        assert_eq!(reporting.used_bytes(), plain.used_bytes(), "{}", at());
+        assert_eq!(reporting.len(), plain.len(), "{}", at());
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn reported_victims_and_shared_hits_match_the_plain_calls((capacity, ops) in workload()) {
+        for kind in EvictionKind::ALL {
+            check_reports_and_shared_hits(kind, capacity, &ops);
+        }
+    }
 
     #[test]
     fn invariants_hold_for_every_policy((capacity, ops) in workload()) {

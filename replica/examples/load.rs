@@ -4,7 +4,8 @@
 //! connection, for `D` seconds, cycling through the first `Q` queries of the embedded
 //! synthetic log (connection `i` starts at query `i`, stride `C`). Prints queries/s, latency
 //! percentiles, the status codes, and the replica's `/stats` deltas (hits, misses, flash
-//! bytes) over the run.
+//! bytes, queries shed by the concurrency limit and by the in-flight byte budget) over the
+//! run.
 //!
 //! ```sh
 //! cargo run --release -p replica --example load -- ADDR [CONNS] [SECS] [QUERIES] [OFFSET]
@@ -94,6 +95,13 @@ fn main() -> Result<()> {
         d("miss_bytes") as f64 / (d("miss_bytes") + d("hit_bytes")).max(1) as f64,
         after["cache_bytes"],
         after["cache_capacity"],
+    );
+    println!(
+        "shed: {} by --max-inflight, {} by --inflight-bytes; in-flight bytes peak {} of {}",
+        d("shed"),
+        d("shed_over_budget"),
+        after["inflight_bytes_peak"],
+        after["inflight_bytes_limit"],
     );
     Ok(())
 }

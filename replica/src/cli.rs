@@ -12,8 +12,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::budget::{InflightBudget, DEFAULT_INFLIGHT_BYTES, DEFAULT_WAIT_MS};
 use crate::cache::RamCache;
-use crate::http::{serve, AppState};
+use crate::http::{search_threads, serve, AppState};
 use crate::metrics::LATENCY_BUCKETS;
 use crate::query::Engine;
 use crate::store::{FlashStore, StoreOptions};
@@ -50,9 +51,20 @@ struct Args {
     /// Emulated latency added to every flash read, in microseconds.
     #[arg(long, default_value_t = 0)]
     flash_latency_us: u64,
-    /// Concurrent searches admitted; past it, 503 at once.
+    /// Concurrent searches admitted; past it, 503 at once. The blocking pool that runs them
+    /// has this many threads, at most 64.
     #[arg(long, default_value_t = 256)]
     max_inflight: u64,
+    /// Byte budget for the postings lists held by searches in flight (stored bytes, plus
+    /// one read buffer per search); a search that does not fit waits up to
+    /// --inflight-wait-ms, then gets 503. Resident memory stays within the cache, this
+    /// budget and a fixed overhead.
+    #[arg(long, default_value_t = DEFAULT_INFLIGHT_BYTES, value_parser = clap::value_parser!(u64).range(1024..))]
+    inflight_bytes: u64,
+    /// Longest wait of a search for the in-flight byte budget, in milliseconds (0: shed at
+    /// once; at most 60000).
+    #[arg(long, default_value_t = DEFAULT_WAIT_MS, value_parser = clap::value_parser!(u64).range(..=60_000))]
+    inflight_wait_ms: u64,
     /// Use buffered reads + fadvise(DONTNEED) even where O_DIRECT works.
     #[arg(long)]
     no_direct_io: bool,
@@ -143,11 +155,15 @@ fn run(args: Args) -> Result<()> {
         engine,
         args.id.clone(),
         args.max_inflight,
+        InflightBudget::new(
+            args.inflight_bytes,
+            Duration::from_millis(args.inflight_wait_ms),
+        ),
         Some(handle.clone()),
     ));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
-        .max_blocking_threads(args.max_inflight as usize + 4)
+        .max_blocking_threads(search_threads(args.max_inflight))
         .build()
         .context("starting the tokio runtime")?;
     runtime.block_on(async move {

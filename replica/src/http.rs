@@ -1,11 +1,15 @@
 //! The replica's HTTP API (axum 0.8): `GET /search`, `/healthz`, `/metrics`, `/stats`.
 //!
 //! Query evaluation blocks (flash reads, emulated bandwidth), so each search runs on tokio's
-//! blocking pool and the async workers only parse, admit and serialize. Admission control is
-//! load shedding in the style of Google's SRE book ("Handling overload"): past
+//! blocking pool and the async workers only parse, admit and serialize. The pool has at most
+//! [`search_threads`] threads (`--max-inflight`, capped at [`MAX_SEARCH_THREADS`]); admitted
+//! searches beyond that queue for a thread, holding no lists. Admission control is load
+//! shedding in the style of Google's SRE book ("Handling overload"), twice: past
 //! `max_inflight` concurrent searches a request is refused at once with 503 rather than
-//! queued, so a balancer can retry elsewhere while latency stays bounded. The query string
-//! is decoded by hand so every malformed input gets its own 400 with a JSON error.
+//! queued, and a search whose lists would take the bytes held by searches in flight past
+//! the budget waits briefly for them and is then refused with 503 ([`crate::budget`]), so a
+//! balancer can retry elsewhere while latency and memory stay bounded. The query string is
+//! decoded by hand so every malformed input gets its own 400 with a JSON error.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -21,8 +25,20 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use serde::Serialize;
 use serde_json::json;
 
+use crate::budget::InflightBudget;
 use crate::metrics::StatsSnapshot;
 use crate::query::{CacheCounts, Engine, QueryError, MAX_K, MAX_QUERY_BYTES};
+
+/// Most threads of the blocking pool that runs searches, whatever `--max-inflight` says:
+/// enough to keep a flash device's queue full, few enough that threads never number in the
+/// hundreds.
+pub const MAX_SEARCH_THREADS: u64 = 64;
+
+/// Threads for the blocking pool of a replica admitting `max_inflight` searches (give it to
+/// tokio's `max_blocking_threads`).
+pub fn search_threads(max_inflight: u64) -> usize {
+    max_inflight.clamp(1, MAX_SEARCH_THREADS) as usize
+}
 
 /// Serving state reported by `/healthz`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,6 +60,8 @@ pub struct AppState {
     pub replica: String,
     /// Concurrent searches admitted before shedding.
     pub max_inflight: u64,
+    /// Bytes of postings lists that searches in flight may hold.
+    pub budget: InflightBudget,
     /// Prometheus rendering, when a recorder is installed.
     pub prometheus: Option<PrometheusHandle>,
     health: AtomicU8,
@@ -55,12 +73,14 @@ impl AppState {
         engine: Arc<Engine>,
         replica: String,
         max_inflight: u64,
+        budget: InflightBudget,
         prometheus: Option<PrometheusHandle>,
     ) -> Self {
         AppState {
             engine,
             replica,
             max_inflight,
+            budget,
             prometheus,
             health: AtomicU8::new(Health::Starting as u8),
         }
@@ -81,9 +101,15 @@ impl AppState {
 
     fn snapshot(&self) -> StatsSnapshot {
         let cache = &self.engine.cache;
-        self.engine
-            .stats
-            .snapshot(cache.used_bytes(), cache.capacity())
+        StatsSnapshot {
+            inflight_bytes: self.budget.held(),
+            inflight_bytes_peak: self.budget.peak(),
+            inflight_bytes_limit: self.budget.limit(),
+            ..self
+                .engine
+                .stats
+                .snapshot(cache.used_bytes(), cache.capacity())
+        }
     }
 }
 
@@ -228,13 +254,28 @@ async fn search(State(state): State<Arc<AppState>>, RawQuery(raw): RawQuery) -> 
             format!("overloaded: {} searches in flight", state.max_inflight),
         );
     }
-    stats.query();
     let guard = Admitted(state.engine.clone());
+    let plan = match state.engine.plan(&q) {
+        Ok(plan) => plan,
+        Err(e) => {
+            stats.query();
+            stats.error("bad_request");
+            return error(StatusCode::BAD_REQUEST, e.to_string());
+        }
+    };
+    let reservation = match state.budget.reserve(plan.need()).await {
+        Ok(r) => r,
+        Err(e) => {
+            stats.shed_over_budget();
+            return error(StatusCode::SERVICE_UNAVAILABLE, e.to_string());
+        }
+    };
+    stats.query();
     let engine = state.engine.clone();
-    let query = q.clone();
     let result = tokio::task::spawn_blocking(move || {
         let _guard = guard;
-        engine.search(&query, k)
+        let _reservation = reservation;
+        engine.run(plan, k)
     })
     .await;
     match result {
@@ -277,10 +318,9 @@ async fn healthz(State(state): State<Arc<AppState>>) -> Response {
 async fn prometheus(State(state): State<Arc<AppState>>) -> Response {
     match &state.prometheus {
         Some(handle) => {
-            state
-                .engine
-                .stats
-                .cache_bytes(state.engine.cache.used_bytes());
+            let stats = &state.engine.stats;
+            stats.cache_bytes(state.engine.cache.used_bytes());
+            stats.inflight_bytes(state.budget.held(), state.budget.peak());
             (
                 [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
                 handle.render(),

@@ -6,8 +6,11 @@
 //! Prometheus names: `replica_queries_total`, `replica_term_lookups_total`,
 //! `replica_cache_{hits,misses,coalesced}_total`, `replica_cache_{hit,miss}_bytes_total`,
 //! `replica_flash_bytes_read_total`, `replica_flash_read_seconds` and
-//! `replica_query_seconds` (histograms), `replica_cache_bytes`, `replica_inflight_queries`
-//! (gauges), `replica_corrupt_lists_total`, `replica_errors_total{kind}`.
+//! `replica_query_seconds` (histograms), `replica_cache_bytes`, `replica_inflight_queries`,
+//! `replica_inflight_bytes`, `replica_inflight_bytes_peak` (gauges),
+//! `replica_corrupt_lists_total`, `replica_errors_total{kind}` (`kind`: `bad_request`,
+//! `unavailable`, `shed` for the concurrency limit, `over_budget` for the in-flight byte
+//! budget, `internal`).
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
@@ -36,6 +39,7 @@ pub struct Stats {
     inflight: AtomicU64,
     errors: AtomicU64,
     shed: AtomicU64,
+    shed_over_budget: AtomicU64,
     corrupt: AtomicU64,
 }
 
@@ -70,6 +74,14 @@ pub struct StatsSnapshot {
     pub errors: u64,
     /// Queries refused by the concurrency limit.
     pub shed: u64,
+    /// Queries refused by the in-flight byte budget (not counted in `queries`).
+    pub shed_over_budget: u64,
+    /// Bytes reserved by queries in flight now ([`crate::budget`]).
+    pub inflight_bytes: u64,
+    /// The most bytes reserved at once since start.
+    pub inflight_bytes_peak: u64,
+    /// The in-flight byte budget (`--inflight-bytes`).
+    pub inflight_bytes_limit: u64,
     /// Lists that failed verification on read.
     pub corrupt_lists: u64,
 }
@@ -90,11 +102,19 @@ pub fn register_metrics() {
     ] {
         metrics::counter!(name).increment(0);
     }
-    for kind in ["bad_request", "unavailable", "shed", "internal"] {
+    for kind in [
+        "bad_request",
+        "unavailable",
+        "shed",
+        "over_budget",
+        "internal",
+    ] {
         metrics::counter!("replica_errors_total", "kind" => kind).increment(0);
     }
     metrics::gauge!("replica_cache_bytes").set(0.0);
     metrics::gauge!("replica_inflight_queries").set(0.0);
+    metrics::gauge!("replica_inflight_bytes").set(0.0);
+    metrics::gauge!("replica_inflight_bytes_peak").set(0.0);
 }
 
 impl Stats {
@@ -156,6 +176,18 @@ impl Stats {
         metrics::counter!("replica_errors_total", "kind" => "shed").increment(1);
     }
 
+    /// Counts a query refused by the in-flight byte budget.
+    pub fn shed_over_budget(&self) {
+        self.shed_over_budget.fetch_add(1, Relaxed);
+        metrics::counter!("replica_errors_total", "kind" => "over_budget").increment(1);
+    }
+
+    /// Publishes the in-flight byte gauges.
+    pub fn inflight_bytes(&self, held: u64, peak: u64) {
+        metrics::gauge!("replica_inflight_bytes").set(held as f64);
+        metrics::gauge!("replica_inflight_bytes_peak").set(peak as f64);
+    }
+
     /// Records a query's latency.
     pub fn query_latency(&self, secs: f64) {
         metrics::histogram!("replica_query_seconds").record(secs);
@@ -183,7 +215,7 @@ impl Stats {
         metrics::gauge!("replica_cache_bytes").set(used as f64);
     }
 
-    /// The current values (cache figures supplied by the caller).
+    /// The current values (cache and budget figures supplied by the caller, or left 0).
     pub fn snapshot(&self, cache_bytes: u64, cache_capacity: u64) -> StatsSnapshot {
         StatsSnapshot {
             queries: self.queries.load(Relaxed),
@@ -200,6 +232,10 @@ impl Stats {
             inflight: self.inflight.load(Relaxed),
             errors: self.errors.load(Relaxed),
             shed: self.shed.load(Relaxed),
+            shed_over_budget: self.shed_over_budget.load(Relaxed),
+            inflight_bytes: 0,
+            inflight_bytes_peak: 0,
+            inflight_bytes_limit: 0,
             corrupt_lists: self.corrupt.load(Relaxed),
         }
     }

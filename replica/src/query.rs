@@ -5,8 +5,13 @@
 //! each candidate is located in the longer lists by skipping whole blocks through their
 //! skip tables ([`crate::postings::intersect`]; the skip-based intersection of Culpepper &
 //! Moffat, "Efficient set intersection for inverted indexing", TOIS 2010), so the cost
-//! follows the short list, not the long ones, and no list is ever fully decompressed. Every known term is looked up even when another term is unknown (and the
-//! answer is then empty), so the cache sees the same accesses as the simulator's replay.
+//! follows the short list, not the long ones, and no list is ever fully decompressed. Every
+//! known term is looked up even when another term is unknown (and the answer is then
+//! empty), so the cache sees the same accesses as the simulator's replay.
+//!
+//! A query is first planned ([`Engine::plan`]: tokenize and resolve its terms, no I/O), so
+//! the HTTP layer can reserve the bytes its lists will hold from the in-flight budget
+//! ([`crate::budget`], [`Plan::need`]) before it runs ([`Engine::run`]).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -74,6 +79,32 @@ pub struct Engine {
     pub stats: Stats,
 }
 
+/// A query resolved against the term directory, ready to [`Engine::run`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Plan {
+    /// The query's terms, in order of first appearance (at most [`MAX_QUERY_TERMS`]).
+    terms: Vec<String>,
+    /// Each term's id, `None` for terms the index does not have.
+    ids: Vec<Option<u32>>,
+    /// Stored bytes of the known terms' lists.
+    list_bytes: u64,
+    /// The largest of them.
+    largest: u64,
+}
+
+impl Plan {
+    /// Bytes the query holds at most while it runs, as reserved from the in-flight budget
+    /// ([`crate::budget`]): its lists' stored bytes plus one read buffer of the largest.
+    pub fn need(&self) -> u64 {
+        self.list_bytes + self.largest
+    }
+
+    /// The query's terms.
+    pub fn terms(&self) -> &[String] {
+        &self.terms
+    }
+}
+
 impl Engine {
     /// Assembles an engine.
     pub fn new(store: FlashStore, cache: RamCache) -> Self {
@@ -86,28 +117,52 @@ impl Engine {
 
     /// Evaluates `query`, returning up to `k` doc ids. Blocks on flash reads.
     pub fn search(&self, query: &str, k: usize) -> Result<Answer, QueryError> {
-        let start = Instant::now();
-        let result = self.search_inner(query, k);
-        self.stats.query_latency(start.elapsed().as_secs_f64());
-        result
+        self.run(self.plan(query)?, k)
     }
 
-    fn search_inner(&self, query: &str, k: usize) -> Result<Answer, QueryError> {
+    /// Tokenizes `query` and resolves its terms (no I/O, no cache access).
+    pub fn plan(&self, query: &str) -> Result<Plan, QueryError> {
         if query.len() > MAX_QUERY_BYTES {
             return Err(QueryError::BadRequest(format!(
                 "q is {} bytes; at most {MAX_QUERY_BYTES} are accepted",
                 query.len()
             )));
         }
+        // The query is its first MAX_QUERY_TERMS distinct terms, exactly as the balancer
+        // routes it and the simulator counts it (web engines cap query words the same way).
+        let mut tokens = Tokens::new();
+        tokens.tokenize(query);
+        let directory = self.store.directory();
+        let terms: Vec<String> = tokens.iter().map(str::to_owned).collect();
+        let ids: Vec<Option<u32>> = terms.iter().map(|t| directory.id(t)).collect();
+        let (mut list_bytes, mut largest) = (0u64, 0u64);
+        for &id in ids.iter().flatten() {
+            let len = directory.entry(id).map_or(0, |e| u64::from(e.len));
+            list_bytes += len;
+            largest = largest.max(len);
+        }
+        Ok(Plan {
+            terms,
+            ids,
+            list_bytes,
+            largest,
+        })
+    }
+
+    /// Evaluates a planned query, returning up to `k` doc ids. Blocks on flash reads.
+    pub fn run(&self, plan: Plan, k: usize) -> Result<Answer, QueryError> {
+        let start = Instant::now();
+        let result = self.run_inner(plan, k);
+        self.stats.query_latency(start.elapsed().as_secs_f64());
+        result
+    }
+
+    fn run_inner(&self, plan: Plan, k: usize) -> Result<Answer, QueryError> {
         if k > MAX_K {
             return Err(QueryError::BadRequest(format!("k must be at most {MAX_K}")));
         }
-        // The query is its first MAX_QUERY_TERMS distinct terms, exactly as the balancer
-        // routes it and the simulator counts it (web engines cap query words the same way).
+        let Plan { terms, ids, .. } = plan;
         // A query with no terms (only punctuation, say) matches nothing, like unknown terms.
-        let mut tokens = Tokens::new();
-        tokens.tokenize(query);
-        let terms: Vec<String> = tokens.iter().map(str::to_owned).collect();
         if terms.is_empty() {
             return Ok(Answer {
                 terms,
@@ -120,8 +175,8 @@ impl Engine {
         let mut counts = CacheCounts::default();
         let mut any_unknown = false;
         let mut failure = None;
-        for term in &terms {
-            let Some(id) = self.store.directory().id(term) else {
+        for id in ids {
+            let Some(id) = id else {
                 self.stats.unknown_term();
                 any_unknown = true;
                 continue;

@@ -489,3 +489,189 @@ fn concurrent_misses_on_one_term_read_flash_once() {
     assert!(u(&stats, "coalesced") > 0, "{stats}");
     assert_eq!(u(&stats, "flash_bytes"), bytes);
 }
+
+/// A field of `/proc/<pid>/status` in kB (or a count, for `Threads`).
+fn proc_status(pid: u32, field: &str) -> u64 {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
+    text.lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
+}
+
+/// Sends `paths` at once (all connections open before any request is written) and returns
+/// each response.
+fn burst(addr: SocketAddr, paths: &[String]) -> Vec<(u16, String)> {
+    let barrier = std::sync::Barrier::new(paths.len());
+    std::thread::scope(|s| {
+        let handles: Vec<_> = paths
+            .iter()
+            .map(|path| {
+                let barrier = &barrier;
+                s.spawn(move || {
+                    let mut c = TcpStream::connect_timeout(&addr, TIMEOUT).expect("connect");
+                    c.set_read_timeout(Some(TIMEOUT)).unwrap();
+                    barrier.wait();
+                    write!(
+                        c,
+                        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+                    )
+                    .unwrap();
+                    let mut raw = Vec::new();
+                    c.read_to_end(&mut raw).expect("read response");
+                    let text = String::from_utf8(raw).expect("utf-8 response");
+                    let (head, body) = text.split_once("\r\n\r\n").expect("header end");
+                    let status = head.split(' ').nth(1).and_then(|c| c.parse().ok());
+                    (status.expect("status code"), body.to_owned())
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
+
+#[test]
+fn bad_budget_flags_are_named_startup_errors() {
+    let tmp = tempfile::tempdir().unwrap();
+    let idx = build(tmp.path());
+    for (flag, value) in [("--inflight-bytes", "0"), ("--inflight-wait-ms", "600000")] {
+        let out = Command::new(env!("CARGO_BIN_EXE_replica"))
+            .arg("--index")
+            .arg(&idx)
+            .args([
+                "--listen",
+                "127.0.0.1:0",
+                "--cache-bytes",
+                "1000",
+                flag,
+                value,
+            ])
+            .output()
+            .expect("run replica");
+        assert!(!out.status.success(), "{flag} {value} accepted");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(flag), "{err}");
+    }
+}
+
+#[test]
+fn inflight_budget_sheds_beyond_it_and_bounds_memory() {
+    // 40 lists of about 400 kB (df 400k of 4M docs: one-byte gaps, not dense).
+    const BIG_DOCS: u32 = 4_000_000;
+    let tmp = tempfile::tempdir().unwrap();
+    let idx = tmp.path().join("big");
+    let terms = (0..40).map(|i| (format!("b{i:02}"), 400_000u64));
+    replica::build_index(&idx, BIG_DOCS, terms).expect("build index");
+    let dir = replica::index::open_directory(&idx).unwrap();
+    let len = |i: usize| u64::from(dir.entry(dir.id(&format!("b{i:02}")).unwrap()).unwrap().len);
+    let budget: u64 = 6 << 20;
+    let cache: u64 = 1_000_000;
+    let srv = Server::start(
+        &idx,
+        &[
+            "--cache-bytes",
+            &cache.to_string(),
+            "--inflight-bytes",
+            &budget.to_string(),
+            "--inflight-wait-ms",
+            "0",
+            "--flash-latency-us",
+            "100000",
+        ],
+    );
+    let pid = srv.child.id();
+    assert_eq!(srv.get("/healthz").0, 200);
+    let rss_start = proc_status(pid, "VmRSS") * 1024;
+
+    // 16 lists need more than the whole budget: refused at once, whatever is in flight.
+    let all: Vec<String> = (0..16).map(|i| format!("b{i:02}")).collect();
+    let (status, v) = srv.json(&format!("/search?q={}", all.join("+")));
+    assert_eq!(status, 503, "{v}");
+    let msg = v["error"].as_str().unwrap();
+    assert!(
+        msg.contains("more than the whole in-flight budget"),
+        "{msg}"
+    );
+
+    // 32 queries of 6 distinct lists each (about 2.8 MB with the read buffer), all at once:
+    // the budget holds two of them; unbudgeted they would hold about 77 MB.
+    let queries: Vec<Vec<usize>> = (0..32)
+        .map(|c| (0..6).map(|j| (c * 6 + j) % 40).collect())
+        .collect();
+    let need = |q: &[usize]| {
+        q.iter().map(|&i| len(i)).sum::<u64>() + q.iter().map(|&i| len(i)).max().unwrap()
+    };
+    assert!(queries
+        .iter()
+        .all(|q| 2 * need(q) <= budget && 3 * need(q) > budget));
+    let paths: Vec<String> = queries
+        .iter()
+        .map(|q| {
+            let terms: Vec<String> = q.iter().map(|i| format!("b{i:02}")).collect();
+            format!("/search?q={}&k=3", terms.join("+"))
+        })
+        .collect();
+    let answers = burst(srv.addr, &paths);
+    let ok = answers.iter().filter(|a| a.0 == 200).count() as u64;
+    let shed: Vec<&String> = answers
+        .iter()
+        .filter(|a| a.0 == 503)
+        .map(|a| &a.1)
+        .collect();
+    assert_eq!(ok + shed.len() as u64, 32, "{answers:?}");
+    assert!(ok >= 1, "nothing admitted");
+    assert!(!shed.is_empty(), "nothing shed beyond the budget");
+    for body in &shed {
+        let v: Value = serde_json::from_str(body).expect("JSON error");
+        let msg = v["error"].as_str().unwrap();
+        assert!(msg.contains("--inflight-bytes"), "{msg}");
+    }
+
+    let stats = srv.stats();
+    assert_eq!(u(&stats, "inflight_bytes_limit"), budget, "{stats}");
+    assert_eq!(u(&stats, "inflight_bytes"), 0, "{stats}");
+    let peak = u(&stats, "inflight_bytes_peak");
+    assert!(peak > 0 && peak <= budget, "{stats}");
+    assert_eq!(
+        u(&stats, "shed_over_budget"),
+        shed.len() as u64 + 1,
+        "{stats}"
+    );
+    assert_eq!(u(&stats, "queries"), ok, "{stats}");
+    assert!(u(&stats, "cache_bytes") <= cache);
+    // Resident memory grew by at most the cache, the budget and a fixed slack.
+    let hwm = proc_status(pid, "VmHWM") * 1024;
+    let slack: u64 = 16 << 20;
+    assert!(
+        hwm <= rss_start + cache + budget + slack,
+        "peak RSS {hwm} B from {rss_start} B at start"
+    );
+    let (_, metrics) = srv.get("/metrics");
+    assert!(metrics.contains("replica_inflight_bytes_peak"), "{metrics}");
+    assert!(
+        metrics.contains(r#"replica_errors_total{kind="over_budget"}"#),
+        "{metrics}"
+    );
+}
+
+#[test]
+fn blocking_threads_stay_within_the_cap() {
+    let tmp = tempfile::tempdir().unwrap();
+    let idx = build(tmp.path());
+    // 100 slow searches at once, all admitted (default --max-inflight 256 and budget).
+    let srv = Server::start(
+        &idx,
+        &["--cache-bytes", "1000000", "--flash-latency-us", "200000"],
+    );
+    let paths: Vec<String> = (0..100)
+        .map(|i| format!("/search?q=t{:02}", i % 60))
+        .collect();
+    let answers = burst(srv.addr, &paths);
+    assert!(answers.iter().all(|a| a.0 == 200), "{answers:?}");
+    // Idle blocking threads linger (tokio keeps them 10 s), so this counts all it started.
+    let threads = proc_status(srv.child.id(), "Threads");
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
+    let cap = replica::http::MAX_SEARCH_THREADS + workers + 4;
+    assert!(threads <= cap, "{threads} threads (cap {cap})");
+    assert_eq!(u(&srv.stats(), "queries"), 100);
+}

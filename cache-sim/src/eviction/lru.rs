@@ -4,7 +4,8 @@
 //!
 //! One recency queue, most recent at the head. A hit moves the key to the head; an insert
 //! evicts from the tail until the new object fits, then adds it at the head. O(1) per
-//! operation.
+//! operation. Because a hit reorders the queue, hits need `&mut self`: LRU has no
+//! [`Cache::get_shared`] path.
 
 use super::{Cache, EvictionKind, Queue, Slab, NIL};
 
@@ -26,14 +27,29 @@ impl Lru {
         }
     }
 
-    /// Evicts the least recently used object; false if the cache is empty.
-    fn evict_one(&mut self) -> bool {
+    /// Evicts the least recently used object and reports it; false if the cache is empty.
+    fn evict_one(&mut self, evicted: &mut impl FnMut(u32)) -> bool {
         let Some(victim) = self.queue.tail() else {
             return false;
         };
+        evicted(self.slab.entry(victim).key);
         self.queue.remove(&mut self.slab, victim);
         self.slab.release(victim);
         true
+    }
+
+    /// The insertion, generic over the eviction callback (see [`Cache::insert_evicting`]).
+    fn insert_with(&mut self, key: u32, size: u64, mut evicted: impl FnMut(u32)) {
+        if self.get(key) || size > self.capacity || key == NIL {
+            return;
+        }
+        while self.capacity - self.queue.bytes() < size {
+            if !self.evict_one(&mut evicted) {
+                break;
+            }
+        }
+        let slot = self.slab.add(key, size, 0);
+        self.queue.push_head(&mut self.slab, slot);
     }
 }
 
@@ -47,17 +63,12 @@ impl Cache for Lru {
         true
     }
 
+    fn insert_evicting(&mut self, key: u32, size: u64, evicted: &mut dyn FnMut(u32)) {
+        self.insert_with(key, size, evicted);
+    }
+
     fn insert(&mut self, key: u32, size: u64) {
-        if self.get(key) || size > self.capacity || key == NIL {
-            return;
-        }
-        while self.capacity - self.queue.bytes() < size {
-            if !self.evict_one() {
-                break;
-            }
-        }
-        let slot = self.slab.add(key, size, 0);
-        self.queue.push_head(&mut self.slab, slot);
+        self.insert_with(key, size, |_| {});
     }
 
     fn contains(&self, key: u32) -> bool {
@@ -94,6 +105,11 @@ mod tests {
         c.insert(3, 5); // needs 5, has 2: evicts 2 (LRU), then fits
         assert!(c.contains(1) && !c.contains(2) && c.contains(3));
         assert_eq!((c.used_bytes(), c.len()), (9, 2));
+        // Reports: 3 then 1 go, in LRU order, to fit 9 bytes.
+        let mut victims = Vec::new();
+        c.insert_evicting(4, 9, &mut |k| victims.push(k));
+        assert_eq!(victims, [1, 3]);
+        assert_eq!(c.get_shared(4), crate::eviction::SharedGet::Exclusive);
     }
 
     #[test]

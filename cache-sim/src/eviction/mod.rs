@@ -18,6 +18,18 @@
 //! slots with `u32` links. O(1) per operation, no allocation once the slab has grown to the
 //! cache's working set. Memory is four bytes per key up to the largest key ever inserted
 //! (dense term ids) plus one entry per cached key.
+//!
+//! Insertion reports its victims ([`Cache::insert_evicting`] calls back once per evicted
+//! key), so a cache that holds the objects themselves (the replica's lists) drops exactly
+//! what the policy dropped. Each policy writes its insertion once, generic over the
+//! callback; [`Cache::insert`] instantiates it with a no-op, so the simulator's
+//! monomorphized replay pays nothing for the reports.
+//!
+//! Hits through a shared reference ([`Cache::get_shared`]): SIEVE and S3-FIFO hits only set
+//! a visited bit or bump a 2-bit frequency, so they keep that word in an atomic and can
+//! record a hit through `&self` (a concurrent cache can then serve hits under a read lock).
+//! Through `&mut self` the same word is read and written with `get_mut`, i.e. as a plain
+//! integer: the simulator's path has no atomic instructions.
 
 pub mod lru;
 pub mod s3fifo;
@@ -29,20 +41,44 @@ pub use sieve::Sieve;
 
 use std::fmt;
 use std::str::FromStr;
+use std::sync::atomic::AtomicU32;
 
 /// A byte-capacity cache of postings lists keyed by a dense term id.
 ///
 /// Keys index a per-cache vector (four bytes per key up to the largest key inserted), so
 /// they should be dense ids. `u32::MAX` is reserved as the list terminator and is never
 /// cached.
-pub trait Cache: Send {
+pub trait Cache: Send + Sync {
     /// Looks `key` up; on a hit records the access (policy bookkeeping) and returns true.
     fn get(&mut self, key: u32) -> bool;
 
-    /// Inserts `key` of `size` bytes after a miss, evicting as needed. An object larger than
-    /// the capacity is never cached (no-op). Inserting a key already present refreshes it
-    /// like a hit and keeps its old size.
-    fn insert(&mut self, key: u32, size: u64);
+    /// Inserts `key` of `size` bytes after a miss, evicting as needed, and calls
+    /// `evicted(victim)` once for every cached key it evicts, in eviction order. An object
+    /// larger than the capacity is never cached (no-op, nothing evicted). Inserting a key
+    /// already present refreshes it like a hit and keeps its old size.
+    ///
+    /// Exactly the reported keys stop being [`contains`](Cache::contains)ed; `key` itself is
+    /// never reported. Keys the policy only remembers without data (S3-FIFO's ghosts) are
+    /// not cached, so forgetting them is not reported, while a cached key demoted to a
+    /// ghost is.
+    fn insert_evicting(&mut self, key: u32, size: u64, evicted: &mut dyn FnMut(u32));
+
+    /// [`insert_evicting`](Cache::insert_evicting) without the reports. The policies of this
+    /// module implement it with their generic insertion and a no-op callback, so it costs
+    /// no indirect call.
+    fn insert(&mut self, key: u32, size: u64) {
+        self.insert_evicting(key, size, &mut |_| {});
+    }
+
+    /// Records a hit through a shared reference, for policies whose hits only update the
+    /// object's own state word (kept atomic): [`SharedGet::Hit`] or [`SharedGet::Miss`]
+    /// exactly as [`get`](Cache::get) would answer, with the same bookkeeping; concurrent
+    /// calls are exact too. Policies that reorder on a hit (LRU) answer
+    /// [`SharedGet::Exclusive`] without looking: the caller must use `get`.
+    fn get_shared(&self, key: u32) -> SharedGet {
+        let _ = key;
+        SharedGet::Exclusive
+    }
 
     /// [`get`](Cache::get), then [`insert`](Cache::insert) on a miss; returns whether it hit.
     fn access(&mut self, key: u32, size: u64) -> bool {
@@ -73,6 +109,17 @@ pub trait Cache: Send {
 
     /// Which policy this is.
     fn kind(&self) -> EvictionKind;
+}
+
+/// The answer of [`Cache::get_shared`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SharedGet {
+    /// Cached; the hit was recorded.
+    Hit,
+    /// Not cached; nothing was recorded.
+    Miss,
+    /// This policy records hits only through `&mut self` ([`Cache::get`]).
+    Exclusive,
 }
 
 /// Receives a concrete cache type from [`with_cache_type`].
@@ -164,13 +211,24 @@ const NIL: u32 = u32::MAX;
 /// A tracked key: its neighbours in whichever queue holds it (`prev` toward the head, i.e.
 /// newer; `next` toward the tail, older), the size it was cached with and a policy-defined
 /// state word. Free entries chain through `next`.
-#[derive(Clone, Copy, Debug)]
+///
+/// The state word is atomic so that [`Cache::get_shared`] can update it through `&self`;
+/// every `&mut self` path uses [`Entry::state_mut`] (a plain integer access).
+#[derive(Debug)]
 struct Entry {
     prev: u32,
     next: u32,
     key: u32,
-    state: u32,
+    state: AtomicU32,
     size: u64,
+}
+
+impl Entry {
+    /// The state word, through exclusive access: no atomic instruction.
+    #[inline]
+    fn state_mut(&mut self) -> &mut u32 {
+        self.state.get_mut()
+    }
 }
 
 /// The keys a policy tracks: `index[key]` is the slot of the key's entry (or [`NIL`]), and
@@ -220,7 +278,7 @@ impl Slab {
             prev: NIL,
             next: NIL,
             key,
-            state,
+            state: AtomicU32::new(state),
             size,
         };
         let slot = if self.free == NIL {
@@ -335,7 +393,7 @@ impl Queue {
 
     #[inline]
     fn unlink(&mut self, slab: &mut Slab, slot: u32) {
-        let Entry { prev, next, .. } = *slab.entry(slot);
+        let &Entry { prev, next, .. } = slab.entry(slot);
         if prev == NIL {
             self.head = next;
         } else {

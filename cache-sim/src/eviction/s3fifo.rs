@@ -40,8 +40,18 @@
 //!
 //! `used_bytes` counts S and M (never G) and never exceeds the capacity: moves between S and
 //! M keep the total, and an object is only added after enough bytes were freed for it.
+//!
+//! Victims reported by [`Cache::insert_evicting`]: objects evicted from M and objects
+//! demoted from S to G (their data leaves the cache; only the key is remembered). Moves from
+//! S to M and forgotten ghosts are not evictions of cached data and are not reported.
+//!
+//! A hit only bumps the object's frequency, so it can also be recorded through `&self`
+//! ([`Cache::get_shared`], a compare-and-swap on the entry's state word): a concurrent cache
+//! serves S3-FIFO hits under a shared lock.
 
-use super::{Cache, EvictionKind, Queue, Slab, NIL};
+use std::sync::atomic::Ordering::Relaxed;
+
+use super::{Cache, EvictionKind, Queue, SharedGet, Slab, NIL};
 
 /// Entry state: which queue holds the entry (mask [`QUEUE`]) and, in S and M, the object's
 /// frequency (mask [`FREQ`]).
@@ -105,18 +115,19 @@ impl S3Fifo {
     #[inline]
     fn cached(&self, key: u32) -> Option<(u32, u32)> {
         let slot = self.slab.slot(key)?;
-        let state = self.slab.entry(slot).state;
+        let state = self.slab.entry(slot).state.load(Relaxed);
         (state & QUEUE != GHOST).then_some((slot, state))
     }
 
-    /// Frees room by evicting from S or M; false if both are empty (nothing to evict).
-    fn evict(&mut self) -> bool {
+    /// Frees room by evicting from S or M, reporting what leaves the cache; false if both
+    /// are empty (nothing to evict).
+    fn evict(&mut self, evicted: &mut impl FnMut(u32)) -> bool {
         let from_small = !self.small.is_empty()
             && (self.small.bytes() >= self.small_share || self.main.is_empty());
         if from_small {
-            self.evict_small();
+            self.evict_small(evicted);
         } else if !self.main.is_empty() {
-            self.evict_main();
+            self.evict_main(evicted);
         } else {
             return false;
         }
@@ -124,19 +135,21 @@ impl S3Fifo {
     }
 
     /// Takes tails out of S, promoting those hit while in S to M, until one is demoted to G
-    /// or S is empty.
-    fn evict_small(&mut self) {
+    /// (reported: its data leaves the cache) or S is empty.
+    fn evict_small(&mut self, evicted: &mut impl FnMut(u32)) {
         while let Some(tail) = self.small.tail() {
             self.small.remove(&mut self.slab, tail);
             let entry = self.slab.entry_mut(tail);
-            if entry.state & FREQ >= 1 {
-                entry.state = MAIN;
+            let state = entry.state_mut();
+            if *state & FREQ >= 1 {
+                *state = MAIN;
                 self.main.push_head(&mut self.slab, tail);
                 if self.main.bytes() > self.main_share {
-                    self.evict_main();
+                    self.evict_main(evicted);
                 }
             } else {
-                entry.state = GHOST;
+                *state = GHOST;
+                evicted(entry.key);
                 self.remember(tail);
                 return;
             }
@@ -144,14 +157,17 @@ impl S3Fifo {
     }
 
     /// Reinserts tails of M that were hit (spending one unit of frequency) until one that
-    /// was not is evicted, or M is empty. Terminates: every reinsertion lowers a frequency.
-    fn evict_main(&mut self) {
+    /// was not is evicted (and reported), or M is empty. Terminates: every reinsertion
+    /// lowers a frequency.
+    fn evict_main(&mut self, evicted: &mut impl FnMut(u32)) {
         while let Some(tail) = self.main.tail() {
             let entry = self.slab.entry_mut(tail);
-            if entry.state & FREQ > 0 {
-                entry.state -= 1;
+            let state = entry.state_mut();
+            if *state & FREQ > 0 {
+                *state -= 1;
                 self.main.move_to_head(&mut self.slab, tail);
             } else {
+                evicted(entry.key);
                 self.main.remove(&mut self.slab, tail);
                 self.slab.release(tail);
                 return;
@@ -171,21 +187,9 @@ impl S3Fifo {
             self.slab.release(oldest);
         }
     }
-}
 
-impl Cache for S3Fifo {
-    #[inline]
-    fn get(&mut self, key: u32) -> bool {
-        let Some((slot, state)) = self.cached(key) else {
-            return false;
-        };
-        if state & FREQ < 3 {
-            self.slab.entry_mut(slot).state = state + 1;
-        }
-        true
-    }
-
-    fn insert(&mut self, key: u32, size: u64) {
+    /// The insertion, generic over the eviction callback (see [`Cache::insert_evicting`]).
+    fn insert_with(&mut self, key: u32, size: u64, mut evicted: impl FnMut(u32)) {
         if self.get(key) || size > self.capacity || key == NIL {
             return;
         }
@@ -199,7 +203,7 @@ impl Cache for S3Fifo {
             None => false,
         };
         while self.capacity - self.used_bytes() < size {
-            if !self.evict() {
+            if !self.evict(&mut evicted) {
                 break;
             }
         }
@@ -210,6 +214,55 @@ impl Cache for S3Fifo {
             let slot = self.slab.add(key, size, SMALL);
             self.small.push_head(&mut self.slab, slot);
         }
+    }
+}
+
+impl Cache for S3Fifo {
+    #[inline]
+    fn get(&mut self, key: u32) -> bool {
+        let Some(slot) = self.slab.slot(key) else {
+            return false;
+        };
+        let state = self.slab.entry_mut(slot).state_mut();
+        if *state & QUEUE == GHOST {
+            return false;
+        }
+        if *state & FREQ < 3 {
+            *state += 1;
+        }
+        true
+    }
+
+    /// Bumps the frequency with a compare-and-swap loop, so racing hits are all counted (up
+    /// to the saturation at 3, as with `get`). Only the frequency bits change here: which
+    /// queue holds an entry changes under `&mut self` alone.
+    #[inline]
+    fn get_shared(&self, key: u32) -> SharedGet {
+        let Some(slot) = self.slab.slot(key) else {
+            return SharedGet::Miss;
+        };
+        let state = &self.slab.entry(slot).state;
+        let mut current = state.load(Relaxed);
+        loop {
+            if current & QUEUE == GHOST {
+                return SharedGet::Miss;
+            }
+            if current & FREQ == 3 {
+                return SharedGet::Hit;
+            }
+            match state.compare_exchange_weak(current, current + 1, Relaxed, Relaxed) {
+                Ok(_) => return SharedGet::Hit,
+                Err(now) => current = now,
+            }
+        }
+    }
+
+    fn insert_evicting(&mut self, key: u32, size: u64, evicted: &mut dyn FnMut(u32)) {
+        self.insert_with(key, size, evicted);
+    }
+
+    fn insert(&mut self, key: u32, size: u64) {
+        self.insert_with(key, size, |_| {});
     }
 
     fn contains(&self, key: u32) -> bool {
@@ -260,5 +313,27 @@ mod tests {
         c.insert(1, 5); // ghost hit: 1 leaves G for M; 2 is demoted to make room
         assert!(c.contains(1) && !c.contains(2));
         assert_eq!((c.main_bytes(), c.small_bytes()), (5, 5));
+    }
+
+    #[test]
+    fn demotions_to_the_ghost_queue_and_main_evictions_are_reported() {
+        let mut c = S3Fifo::new(10);
+        let mut victims = Vec::new();
+        c.insert_evicting(1, 5, &mut |k| victims.push(k));
+        c.insert_evicting(2, 5, &mut |k| victims.push(k));
+        assert!(victims.is_empty());
+        // 1 is demoted to G: its data leaves the cache.
+        c.insert_evicting(3, 5, &mut |k| victims.push(k));
+        assert_eq!(victims, [1]);
+        // A shared hit on 3 earns it promotion; 2 (unhit) goes to G; ghost 1 enters M.
+        assert_eq!(c.get_shared(3), SharedGet::Hit);
+        assert_eq!(c.get_shared(1), SharedGet::Miss);
+        c.insert_evicting(1, 5, &mut |k| victims.push(k));
+        assert_eq!(victims, [1, 2]);
+        // S holds 3 (hit once): inserting 4 promotes 3 to M, which then holds 10 > 9 bytes,
+        // so M evicts its unhit tail 1; S is then empty and 4 fits.
+        c.insert_evicting(4, 5, &mut |k| victims.push(k));
+        assert_eq!(victims, [1, 2, 1]);
+        assert!(c.contains(3) && c.contains(4) && !c.contains(1));
     }
 }
