@@ -17,6 +17,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use axum::extract::{RawQuery, State};
+use axum::http::HeaderValue;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -39,6 +40,9 @@ pub const MAX_SEARCH_THREADS: u64 = 64;
 pub fn search_threads(max_inflight: u64) -> usize {
     max_inflight.clamp(1, MAX_SEARCH_THREADS) as usize
 }
+
+/// The response header that carries the flash bytes a search read from this replica.
+pub const MISS_BYTES_HEADER: &str = "x-ballot-miss-bytes";
 
 /// Serving state reported by `/healthz`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -279,16 +283,24 @@ async fn search(State(state): State<Arc<AppState>>, RawQuery(raw): RawQuery) -> 
     })
     .await;
     match result {
-        Ok(Ok(a)) => Json(SearchResponse {
-            query: q,
-            terms: a.terms,
-            total_hits: a.total_hits,
-            doc_ids: a.doc_ids,
-            cache: a.cache,
-            took_us: start.elapsed().as_micros() as u64,
-            replica: &state.replica,
-        })
-        .into_response(),
+        Ok(Ok(a)) => {
+            // The flash bytes this query read here, for a balancer that bounds work
+            // (`load = "work"`): it reads the header without parsing the body.
+            let miss_bytes = a.cache.miss_bytes;
+            let mut resp = Json(SearchResponse {
+                query: q,
+                terms: a.terms,
+                total_hits: a.total_hits,
+                doc_ids: a.doc_ids,
+                cache: a.cache,
+                took_us: start.elapsed().as_micros() as u64,
+                replica: &state.replica,
+            })
+            .into_response();
+            resp.headers_mut()
+                .insert(MISS_BYTES_HEADER, HeaderValue::from(miss_bytes));
+            resp
+        }
         Ok(Err(QueryError::BadRequest(msg))) => {
             stats.error("bad_request");
             error(StatusCode::BAD_REQUEST, msg)

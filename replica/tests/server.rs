@@ -675,3 +675,43 @@ fn blocking_threads_stay_within_the_cap() {
     assert!(threads <= cap, "{threads} threads (cap {cap})");
     assert_eq!(u(&srv.stats(), "queries"), 100);
 }
+
+/// The `x-ballot-miss-bytes` header of a search, with its JSON body.
+fn search_with_miss_header(addr: SocketAddr, path: &str) -> (u64, Value) {
+    let mut s = TcpStream::connect_timeout(&addr, TIMEOUT).expect("connect");
+    s.set_read_timeout(Some(TIMEOUT)).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).expect("read response");
+    let (head, body) = text.split_once("\r\n\r\n").expect("header end");
+    let header = head
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("x-ballot-miss-bytes")
+                .then(|| v.trim().parse::<u64>().expect("a byte count"))
+        })
+        .unwrap_or_else(|| panic!("no x-ballot-miss-bytes header in {head}"));
+    let body = if head.to_ascii_lowercase().contains("chunked") {
+        dechunk(body)
+    } else {
+        body.to_owned()
+    };
+    (header, serde_json::from_str(&body).expect("JSON body"))
+}
+
+#[test]
+fn searches_report_their_flash_bytes_in_a_header() {
+    let tmp = tempfile::tempdir().unwrap();
+    let idx = build(tmp.path());
+    let srv = Server::start(&idx, &["--cache-bytes", "10000000"]);
+    let (miss, first) = search_with_miss_header(srv.addr, "/search?q=t05+common");
+    assert!(miss > 0);
+    assert_eq!(miss, u(&first["cache"], "miss_bytes"));
+    let (miss, second) = search_with_miss_header(srv.addr, "/search?q=t05+common");
+    assert_eq!((miss, u(&second["cache"], "miss_bytes")), (0, 0));
+}
