@@ -169,6 +169,7 @@ pub struct RampPolicy {
     ramp: RampedTable,
     replicas: usize,
     eps: f64,
+    homes: f64,
     at: u64,
     len: u64,
     routed: AtomicU64,
@@ -188,12 +189,20 @@ impl std::fmt::Debug for RampPolicy {
 
 impl RampPolicy {
     /// A switch by `ramp` at routed query `at`, ramped over `len` queries, over `replicas`
-    /// replicas with slack `eps`.
-    pub fn new(ramp: RampedTable, replicas: usize, eps: f64, at: u64, len: u64) -> Self {
+    /// replicas with slack `eps` and home share `homes` (see [`crate::policy::vote`]).
+    pub fn new(
+        ramp: RampedTable,
+        replicas: usize,
+        eps: f64,
+        homes: f64,
+        at: u64,
+        len: u64,
+    ) -> Self {
         RampPolicy {
             ramp,
             replicas,
             eps,
+            homes,
             at,
             len,
             routed: AtomicU64::new(0),
@@ -253,7 +262,7 @@ impl RoutingPolicy for RampPolicy {
     fn route(&self, query: &QueryKey<'_>, load: &dyn LoadView, rng: &mut Rng) -> Decision {
         let n = self.routed.fetch_add(1, Ordering::Relaxed);
         let scores = self.ramp.at(self.progress_at(n)).score(query.term_hashes);
-        pick(&scores, self.replicas, self.eps, load, rng)
+        pick(&scores, self.replicas, self.eps, self.homes, load, rng)
     }
 }
 
@@ -418,7 +427,7 @@ mod tests {
         let hashes = [h];
         let q = QueryKey::new(h, &hashes);
         let scores = r.at(p).score(q.term_hashes);
-        let d = pick(&scores, 4, 0.05, &StaticLoad::idle(4), &mut Rng::new(1));
+        let d = pick(&scores, 4, 0.05, 0.0, &StaticLoad::idle(4), &mut Rng::new(1));
         assert_eq!(d.reason, Reason::Vote);
         usize::from(d.replica)
     }
@@ -576,7 +585,7 @@ mod tests {
 
     #[test]
     fn the_ramp_policy_counts_its_own_queries() {
-        let p = RampPolicy::new(ramp(1, 2), 4, 0.05, 10, 100);
+        let p = RampPolicy::new(ramp(1, 2), 4, 0.05, 0.0, 10, 100);
         assert_eq!((p.progress_at(0), p.progress_at(9)), (0.0, 0.0));
         assert_eq!((p.progress_at(10), p.progress_at(60)), (0.0, 0.5));
         assert_eq!((p.progress_at(110), p.progress_at(u64::MAX)), (1.0, 1.0));
@@ -596,7 +605,7 @@ mod tests {
         let early = to_new[10..35].iter().filter(|&&n| n).count();
         let late = to_new[85..110].iter().filter(|&&n| n).count();
         assert!(early < late, "{early} early vs {late} late");
-        let instant = RampPolicy::new(ramp(1, 2), 4, 0.05, 3, 0);
+        let instant = RampPolicy::new(ramp(1, 2), 4, 0.05, 0.0, 3, 0);
         assert_eq!((instant.progress_at(2), instant.progress_at(3)), (0.0, 1.0));
     }
 }

@@ -24,6 +24,9 @@ use crate::aggregate::Aggregate;
 /// Budget for each scaled weight family.
 pub const WEIGHT_BUDGET: f64 = (1u64 << 29) as f64;
 
+/// METIS balance constraints per vertex: query load, cached bytes, requested bytes.
+pub const CONSTRAINTS: usize = 3;
+
 /// A CSR graph with METIS weights.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TermQueryGraph {
@@ -139,13 +142,24 @@ pub fn build_graph(trace: &Trace, agg: &Aggregate) -> Result<TermQueryGraph, Gra
             fill[tv] += 1;
         }
     }
-    let mut vwgt = Vec::with_capacity(2 * n);
-    for &t in &term_ids {
+    // The traffic of a term: the postings bytes its queries request, count(q)·bytes(t)
+    // summed over its queries (its weighted degree, one direction).
+    let mut traffic = vec![0f64; n_terms];
+    for q in &agg.queries {
+        for &t in &q.terms {
+            traffic[vertex_of[t as usize] as usize] += raw_edge(t, q.count);
+        }
+    }
+    let traffic_total = edge_total / 2.0;
+    let mut vwgt = Vec::with_capacity(CONSTRAINTS * n);
+    for (v, &t) in term_ids.iter().enumerate() {
         vwgt.push(0);
         vwgt.push(scale(trace.term_bytes[t as usize] as f64, bytes_total));
+        vwgt.push(scale(traffic[v], traffic_total));
     }
     for q in &agg.queries {
         vwgt.push(scale(f64::from(q.count), load_total));
+        vwgt.push(0);
         vwgt.push(0);
     }
     Ok(TermQueryGraph {

@@ -43,7 +43,7 @@ use std::sync::Arc;
 use balancer::policy::table::TablePolicy;
 use balancer::policy::vote::VoteSource;
 use balancer::policy::{Decision, PolicyParams};
-use cache_sim::sim::{replay, Observer, SimConfig, SimResult, Trace};
+use cache_sim::sim::{replay, Observer, SimConfig, SimLoad, SimResult, Trace};
 use serde::Serialize;
 
 use crate::votes::TermVotes;
@@ -207,7 +207,7 @@ pub fn refine(
             bytes: bytes.clone(),
         };
         let result = replay(trace, &policy, sim, &mut watch);
-        let demand = first_choice_demand(trace, &policy, params.replicas);
+        let demand = first_choice_demand(trace, &policy, params.replicas, sim.load, &watch);
         let step = cfg.price_step / ((iteration + 1) as f64).sqrt();
         let (next, moved) = update(&votes, &watch, &demand, &mut prices, step, trace, cfg);
         let record = IterationRecord {
@@ -254,9 +254,19 @@ fn ratio(a: u64, b: u64) -> f64 {
     }
 }
 
-/// Queries of the fit part whose top-ranked replica (ignoring load) is each replica,
-/// scored by the same vote code the `table` policy routes with.
-fn first_choice_demand(trace: &Trace, policy: &TablePolicy, r: usize) -> Vec<u64> {
+/// The load each replica would get if every query of the fit part went to its top-ranked
+/// replica (ignoring the bound), scored by the same vote code the `table` policy routes
+/// with, in the units the simulator's load bound counts: queries, or (with
+/// [`SimLoad::Work`]) the work the bound charges, each query's fixed cost plus the flash
+/// bytes it is expected to miss there, `bytes(t) · (1 − hits/requests)` per term as the
+/// last replay observed at that replica (a term never requested there counts as a miss).
+fn first_choice_demand(
+    trace: &Trace,
+    policy: &TablePolicy,
+    r: usize,
+    load: SimLoad,
+    watch: &Watch,
+) -> Vec<u64> {
     let mut demand = vec![0u64; r];
     let mut hashes = Vec::with_capacity(32);
     for q in 0..trace.train_len {
@@ -275,7 +285,26 @@ fn first_choice_demand(trace: &Trace, policy: &TablePolicy, r: usize) -> Vec<u64
             }
         }
         if let Some(c) = top {
-            demand[c] += 1;
+            demand[c] += match load {
+                SimLoad::Queries => 1,
+                SimLoad::Work { query_bytes } => {
+                    let expected_miss: f64 = trace
+                        .terms(q)
+                        .iter()
+                        .map(|&t| {
+                            let i = t as usize * watch.replicas + c;
+                            let (req, hits) = (watch.requests[i], watch.hits[i]);
+                            let miss = if req == 0 {
+                                1.0
+                            } else {
+                                1.0 - f64::from(hits) / f64::from(req)
+                            };
+                            trace.term_bytes[t as usize] as f64 * miss
+                        })
+                        .sum();
+                    query_bytes.saturating_add(expected_miss as u64)
+                }
+            };
         }
     }
     demand

@@ -41,6 +41,8 @@ pub struct TrainConfig {
     /// What the simulator's load window counts (queries or work); the table is trained
     /// under the bound it will be served with.
     pub load: SimLoad,
+    /// The home share the table will be served with (`balancer::policy::vote`).
+    pub homes: f64,
     /// Seed of METIS and of the simulator's random choices.
     pub seed: u64,
     /// Minimum train-query frequencies to try: terms in fewer train queries are pruned
@@ -67,6 +69,7 @@ impl TrainConfig {
             eps: 0.05,
             window: cache_sim::sim::replay::DEFAULT_WINDOW,
             load: SimLoad::Queries,
+            homes: balancer::policy::DEFAULT_HOMES,
             seed: 1,
             min_term_freqs: vec![2, 3],
             ufactors: vec![10, 30, 60],
@@ -170,6 +173,7 @@ pub fn train(
     };
     let params = PolicyParams {
         eps: cfg.eps,
+        homes: cfg.homes,
         term_bytes: Arc::new(trace.term_bytes_map()),
         ..PolicyParams::new(cfg.replicas)
     };

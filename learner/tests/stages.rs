@@ -37,17 +37,24 @@ fn graph_of_a_tiny_log_has_exact_vertices_edges_and_weights() {
     // directions sum to 700, scaled to 2^29: 200/700·2^29 = 153,391,689.1 and so on.
     let (ab_a, ab_b, bc_b) = (153_391_689, 76_695_845, 38_347_922);
     assert_eq!(g.adjwgt, vec![ab_a, ab_b, bc_b, ab_a, ab_b, bc_b]);
-    // Vertex weights (load, bytes): terms (0, bytes share), queries (count share, 0).
+    // Vertex weights (load, bytes, traffic): terms (0, bytes share, traffic share),
+    // queries (count share, 0, 0). Traffic is the requested bytes count(q)·bytes(t) over
+    // the term's queries: a 200, b 100 + 50 = 150, of 350: 200/350·2^29 = 306,783,378.3
+    // and 150/350·2^29 = 230,087,533.7.
     assert_eq!(
         g.vwgt,
         vec![
             0,
             357_913_941,
+            306_783_378,
             0,
             178_956_971,
+            230_087_534,
             357_913_941,
             0,
+            0,
             178_956_971,
+            0,
             0
         ]
     );

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use balancer::policy::PolicyKind;
-use cache_sim::sim::{run_grid, GridConfig, Trace};
+use cache_sim::sim::{run_grid, GridConfig, PolicyLoads, Trace};
 use data::sizes::{FreqTable, SizeModel, Sizes};
 use data::split::Split;
 use data::synth::{generate, SynthConfig};
@@ -101,7 +101,8 @@ fn training_refines_generalizes_round_trips_and_repeats() {
             window: 2_000,
             seed: 1,
             table: Some(Arc::new(out.table.clone())),
-            load: Default::default(),
+            loads: PolicyLoads::uniform(Default::default()),
+            homes: balancer::policy::DEFAULT_HOMES,
         },
     )
     .unwrap();
@@ -162,7 +163,8 @@ fn busiest_flash_share(trace: &Trace, table: &VotingTable) -> f64 {
             window: 2_000,
             seed: 1,
             table: Some(Arc::new(table.clone())),
-            load: Default::default(),
+            loads: PolicyLoads::uniform(Default::default()),
+            homes: balancer::policy::DEFAULT_HOMES,
         },
     )
     .unwrap();

@@ -7,7 +7,7 @@
 mod chart;
 mod cmd;
 mod inputs;
-mod load_args;
+mod routing_args;
 mod progress;
 
 use std::process::ExitCode;

@@ -31,6 +31,7 @@
 //! table = "table.parquet"             # required by `table`; relative to this file
 //! sizes = "sizes.parquet"             # optional postings sizes (term-vote, table)
 //! vnodes = 160                        # consistent-hashing policies
+//! homes = 0.85                        # table: votes within 85% of the top are homes too
 //!
 //! [[replicas]]
 //! name = "r0"
@@ -44,7 +45,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use balancer::load::{LoadKind, MAX_REPLICAS};
-use balancer::policy::{PolicyKind, DEFAULT_EPS};
+use balancer::policy::{PolicyKind, DEFAULT_EPS, DEFAULT_HOMES};
 use balancer::ring::{DEFAULT_VNODES, MAX_VNODES, MIN_VNODES};
 
 /// Why a configuration was rejected. Every variant names the file.
@@ -120,6 +121,10 @@ pub struct PolicyConfig {
     /// Virtual nodes per replica for the consistent-hashing policies.
     #[serde(default = "default_vnodes")]
     pub vnodes: usize,
+    /// `table`: a replica whose votes reach this share of the chosen one's is a home of
+    /// the query too, and the least loaded home takes it (0: always the top vote).
+    #[serde(default = "default_homes")]
+    pub homes: f64,
 }
 
 /// One replica: its index in the voting table is its position in the list.
@@ -240,6 +245,9 @@ fn default_stall_slack() -> u64 {
 fn default_vnodes() -> usize {
     DEFAULT_VNODES
 }
+fn default_homes() -> f64 {
+    DEFAULT_HOMES
+}
 fn default_admin_listen() -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], 8081))
 }
@@ -356,6 +364,12 @@ impl Config {
                 "load_window must be between 1 and {}, got {}",
                 balancer::load::window::MAX_WINDOW,
                 config.load_window
+            )));
+        }
+        if !(0.0..=1.0).contains(&config.policy.homes) {
+            return Err(invalid(format!(
+                "policy.homes must be between 0 and 1, got {}",
+                config.policy.homes
             )));
         }
         if !(MIN_VNODES..=MAX_VNODES).contains(&config.policy.vnodes) {

@@ -164,7 +164,11 @@ impl State {
             (PolicyKind::Table, Some(table)) => {
                 let votes = Arc::new(TableVotes::build(table, n, Arc::clone(&term_bytes))?);
                 Routing {
-                    policy: Arc::new(TablePolicy::from_votes(Arc::clone(&votes), cfg.config.eps)),
+                    policy: Arc::new(TablePolicy::from_votes(
+                        Arc::clone(&votes),
+                        cfg.config.eps,
+                        cfg.config.policy.homes,
+                    )),
                     table: Some(TableInfo {
                         version: 1,
                         replicas: n,
@@ -207,6 +211,7 @@ impl State {
         let mut p = PolicyParams::new(replicas).with_term_bytes(Arc::clone(term_bytes));
         p.eps = cfg.config.eps;
         p.vnodes = cfg.config.policy.vnodes;
+        p.homes = cfg.config.policy.homes;
         p
     }
 
@@ -304,10 +309,11 @@ impl State {
         };
         let new = Arc::new(votes);
         let eps = self.cfg.config.eps;
+        let homes = self.cfg.config.policy.homes;
         let len = self.cfg.config.ramp_queries;
         let (policy, ramp): (Arc<dyn RoutingPolicy>, _) = if len == 0 {
             (
-                Arc::new(TablePolicy::from_votes(Arc::clone(&new), eps)),
+                Arc::new(TablePolicy::from_votes(Arc::clone(&new), eps, homes)),
                 None,
             )
         } else {
@@ -315,6 +321,7 @@ impl State {
                 RampedTable::new(old_votes, Arc::clone(&new) as SharedVotes),
                 old_table.replicas,
                 eps,
+                homes,
                 0,
                 len,
             ));
@@ -351,7 +358,11 @@ impl State {
         let _guard = self.admin_lock.lock().unwrap_or_else(|e| e.into_inner());
         // A reload may have started a new ramp meanwhile: only end the one we saw.
         if Arc::ptr_eq(&self.routing.load(), &snap) {
-            let policy = TablePolicy::from_votes(Arc::clone(&table.current), self.cfg.config.eps);
+            let policy = TablePolicy::from_votes(
+                Arc::clone(&table.current),
+                self.cfg.config.eps,
+                self.cfg.config.policy.homes,
+            );
             self.routing.store(Arc::new(Routing {
                 policy: Arc::new(policy),
                 table: Some(TableInfo {

@@ -161,6 +161,7 @@ impl VoteSource for TableVotes {
 pub struct TablePolicy {
     votes: Arc<TableVotes>,
     eps: f64,
+    homes: f64,
 }
 
 impl TablePolicy {
@@ -172,12 +173,16 @@ impl TablePolicy {
             .as_ref()
             .ok_or(PolicyError::MissingTable(PolicyKind::Table))?;
         let votes = TableVotes::build(table, params.replicas, Arc::clone(&params.term_bytes))?;
-        Ok(TablePolicy::from_votes(Arc::new(votes), params.eps))
+        Ok(TablePolicy::from_votes(
+            Arc::new(votes),
+            params.eps,
+            params.homes,
+        ))
     }
 
-    /// Routes by an already compiled table with slack `eps`.
-    pub fn from_votes(votes: Arc<TableVotes>, eps: f64) -> Self {
-        TablePolicy { votes, eps }
+    /// Routes by an already compiled table with slack `eps` and home share `homes`.
+    pub fn from_votes(votes: Arc<TableVotes>, eps: f64, homes: f64) -> Self {
+        TablePolicy { votes, eps, homes }
     }
 
     /// The compiled table.
@@ -201,7 +206,7 @@ impl RoutingPolicy for TablePolicy {
 
     fn route(&self, query: &QueryKey<'_>, load: &dyn LoadView, rng: &mut Rng) -> Decision {
         let scores = self.votes.score(query.term_hashes);
-        pick(&scores, self.votes.replicas, self.eps, load, rng)
+        pick(&scores, self.votes.replicas, self.eps, self.homes, load, rng)
     }
 }
 

@@ -57,6 +57,6 @@ impl RoutingPolicy for TermVote {
 
     fn route(&self, query: &QueryKey<'_>, load: &dyn LoadView, rng: &mut Rng) -> Decision {
         let scores = self.score(query.term_hashes);
-        pick(&scores, self.replicas, self.eps, load, rng)
+        pick(&scores, self.replicas, self.eps, 0.0, load, rng)
     }
 }

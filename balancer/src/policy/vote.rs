@@ -22,6 +22,12 @@
 //!
 //! 1. the highest-ranked one whose load is below `cap` takes the query: [`Reason::Vote`] if
 //!    it is the top-ranked one, [`Reason::Overflow`] otherwise (the top one is at the cap);
+//!    with `homes > 0`, every live replica under the cap whose real votes reach `homes`
+//!    times that replica's is one of the query's *homes* too, and the least loaded home
+//!    takes the query (power of two choices among the copies of a hot term, as DistCache
+//!    sends each request for a replicated hot object to the less loaded copy: a term that
+//!    votes for several replicas is cached on each of them, and its queries spread by load
+//!    instead of piling onto the first);
 //! 2. if every positively scored live replica is at the cap, or none has a positive score,
 //!    the query jumps to a uniformly random live replica under the cap (one `rng` draw):
 //!    [`Reason::Overflow`], or [`Reason::NoVote`] when no live replica had a positive score.
@@ -121,12 +127,13 @@ pub trait VoteSource {
 }
 
 /// Picks a replica from `scores` by the bounded-load vote rule (module docs), among the
-/// live replicas below `replicas`.
+/// live replicas below `replicas`; `homes = 0` turns the choice among homes off.
 #[inline]
 pub fn pick(
     scores: &Scores,
     replicas: usize,
     eps: f64,
+    homes: f64,
     load: &dyn LoadView,
     rng: &mut Rng,
 ) -> Decision {
@@ -158,6 +165,11 @@ pub fn pick(
         } else {
             Reason::Overflow
         };
+        let b = if homes > 0.0 {
+            least_loaded_home(scores, live, b, homes * scores.votes(b), cap, load)
+        } else {
+            b
+        };
         return Decision::to(b, reason);
     }
     let reason = if top.is_some() {
@@ -172,6 +184,36 @@ pub fn pick(
         least_loaded_member(load, live)
     };
     Decision::to(r, reason)
+}
+
+/// Among the live replicas under `cap` whose real votes reach `floor`, the least loaded
+/// (`best` unless another is strictly less loaded; ties keep the lower index).
+#[inline]
+fn least_loaded_home(
+    scores: &Scores,
+    live: u64,
+    best: usize,
+    floor: f64,
+    cap: u64,
+    load: &dyn LoadView,
+) -> usize {
+    if floor <= 0.0 {
+        return best;
+    }
+    let (mut home, mut home_load) = (best, load.load(best));
+    let mut rest = live & !(1u64 << best);
+    while rest != 0 {
+        let r = rest.trailing_zeros() as usize;
+        rest &= rest - 1;
+        if scores.votes(r) >= floor {
+            let l = load.load(r);
+            if l < home_load && l < cap {
+                home = r;
+                home_load = l;
+            }
+        }
+    }
+    home
 }
 
 #[cfg(test)]
@@ -193,21 +235,21 @@ mod tests {
     #[test]
     fn top_vote_under_cap_wins() {
         let s = scores(&[(1, 3.0), (2, 5.0)], &[]);
-        let d = pick(&s, 4, 0.05, &StaticLoad::idle(4), &mut Rng::new(1));
+        let d = pick(&s, 4, 0.05, 0.0, &StaticLoad::idle(4), &mut Rng::new(1));
         assert_eq!(d, Decision::to(2, Reason::Vote));
     }
 
     #[test]
     fn ties_go_to_the_lower_index_and_fallback_breaks_vote_ties() {
         let s = scores(&[(1, 3.0), (2, 3.0)], &[]);
-        let d = pick(&s, 4, 0.05, &StaticLoad::idle(4), &mut Rng::new(1));
+        let d = pick(&s, 4, 0.05, 0.0, &StaticLoad::idle(4), &mut Rng::new(1));
         assert_eq!(d.replica, 1);
         let s = scores(&[(1, 3.0), (2, 3.0)], &[(2, 1e-9)]);
-        let d = pick(&s, 4, 0.05, &StaticLoad::idle(4), &mut Rng::new(1));
+        let d = pick(&s, 4, 0.05, 0.0, &StaticLoad::idle(4), &mut Rng::new(1));
         assert_eq!(d.replica, 2);
         // A huge fallback never beats a tiny real vote.
         let s = scores(&[(1, 1e-30)], &[(2, 1e30)]);
-        let d = pick(&s, 4, 0.05, &StaticLoad::idle(4), &mut Rng::new(1));
+        let d = pick(&s, 4, 0.05, 0.0, &StaticLoad::idle(4), &mut Rng::new(1));
         assert_eq!(d, Decision::to(1, Reason::Vote));
     }
 
@@ -216,13 +258,13 @@ mod tests {
         // total 40, 4 live, eps 0: cap = ceil(41 / 4) = 11.
         let load = StaticLoad::new(vec![5, 5, 20, 10]);
         let s = scores(&[(2, 5.0), (3, 4.0), (0, 1.0)], &[]);
-        let d = pick(&s, 4, 0.0, &load, &mut Rng::new(1));
+        let d = pick(&s, 4, 0.0, 0.0, &load, &mut Rng::new(1));
         assert_eq!(d, Decision::to(3, Reason::Overflow));
         let s = scores(&[(2, 5.0)], &[]);
-        let d = pick(&s, 4, 0.0, &load, &mut Rng::new(1));
+        let d = pick(&s, 4, 0.0, 0.0, &load, &mut Rng::new(1));
         assert_eq!(d.reason, Reason::Overflow);
         assert!(d.replica != 2);
-        let d = pick(&Scores::new(), 4, 0.0, &load, &mut Rng::new(1));
+        let d = pick(&Scores::new(), 4, 0.0, 0.0, &load, &mut Rng::new(1));
         assert_eq!(d.reason, Reason::NoVote);
         assert!(d.replica != 2);
     }
@@ -231,12 +273,32 @@ mod tests {
     fn dead_replicas_do_not_rank() {
         let load = StaticLoad::with_live(vec![0; 4], vec![true, true, false, true]);
         let s = scores(&[(2, 5.0), (3, 4.0)], &[]);
-        let d = pick(&s, 4, 0.05, &load, &mut Rng::new(1));
+        let d = pick(&s, 4, 0.05, 0.0, &load, &mut Rng::new(1));
         assert_eq!(d, Decision::to(3, Reason::Vote));
         let none = StaticLoad::with_live(vec![0; 4], vec![false; 4]);
         assert_eq!(
-            pick(&s, 4, 0.05, &none, &mut Rng::new(1)),
+            pick(&s, 4, 0.05, 0.0, &none, &mut Rng::new(1)),
             Decision::NONE_LIVE
         );
+    }
+
+    #[test]
+    fn the_least_loaded_home_takes_the_query() {
+        // Replica 1 has the top vote; replica 3 votes 90% as much and is less loaded (total
+        // 13, cap ceil(1.05·14/4) = 4: both are under it); replica 0 is idle but no home.
+        let s = scores(&[(1, 10.0), (3, 9.0), (0, 5.0)], &[]);
+        let load = StaticLoad::new(vec![0, 3, 9, 1]);
+        let d = pick(&s, 4, 0.05, 0.85, &load, &mut Rng::new(1));
+        assert_eq!(d, Decision::to(3, Reason::Vote));
+        // 0.95: replica 3 is not a home; off: the top vote as before.
+        assert_eq!(pick(&s, 4, 0.05, 0.95, &load, &mut Rng::new(1)).replica, 1);
+        assert_eq!(pick(&s, 4, 0.05, 0.0, &load, &mut Rng::new(1)).replica, 1);
+        // A home at or over the cap does not take it: total 18, cap ceil(1.05·19/4) = 5.
+        let load = StaticLoad::new(vec![0, 4, 9, 5]);
+        assert_eq!(pick(&s, 4, 0.05, 0.85, &load, &mut Rng::new(1)).replica, 1);
+        // Stand-in votes never make a home.
+        let s = scores(&[(1, 10.0)], &[(3, 1e9)]);
+        let load = StaticLoad::new(vec![4, 2, 4, 0]);
+        assert_eq!(pick(&s, 4, 0.05, 0.85, &load, &mut Rng::new(1)).replica, 1);
     }
 }

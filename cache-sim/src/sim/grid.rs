@@ -32,8 +32,40 @@ pub struct GridConfig {
     pub seed: u64,
     /// Voting table for the `table` policy.
     pub table: Option<Arc<VotingTable>>,
-    /// What the load window counts.
-    pub load: SimLoad,
+    /// What each policy's load window counts.
+    pub loads: PolicyLoads,
+    /// `table`'s home share (`balancer::policy::vote`).
+    pub homes: f64,
+}
+
+/// What the load window counts, per policy: a learned table is served under the bound it
+/// was trained with (by default the work a query costs its replica), every other policy
+/// under its own (by default query counts, DESIGN.md's standard evaluation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PolicyLoads {
+    /// For policies that route by a voting table.
+    pub table: SimLoad,
+    /// For every other policy.
+    pub others: SimLoad,
+}
+
+impl PolicyLoads {
+    /// The same load for every policy.
+    pub fn uniform(load: SimLoad) -> Self {
+        PolicyLoads {
+            table: load,
+            others: load,
+        }
+    }
+
+    /// The load of `kind`.
+    pub fn of(self, kind: PolicyKind) -> SimLoad {
+        if kind.needs_table() {
+            self.table
+        } else {
+            self.others
+        }
+    }
 }
 
 /// One (policy, cache size) result, as `ballot eval` writes it to JSON.
@@ -47,6 +79,8 @@ pub struct GridResult {
     pub replicas: usize,
     /// Eviction policy name.
     pub eviction: String,
+    /// What the load window counted (`window` or `work`).
+    pub load: String,
     /// Per-replica capacity in bytes.
     pub capacity_bytes: u64,
     /// The measurements.
@@ -81,6 +115,7 @@ pub struct GridOutput {
 pub fn run_grid(trace: &Trace, cfg: &GridConfig) -> Result<GridOutput, PolicyError> {
     let params = PolicyParams {
         eps: cfg.eps,
+        homes: cfg.homes,
         term_bytes: Arc::new(trace.term_bytes_map()),
         table: cfg.table.clone(),
         ..PolicyParams::new(cfg.replicas)
@@ -94,18 +129,19 @@ pub fn run_grid(trace: &Trace, cfg: &GridConfig) -> Result<GridOutput, PolicyErr
         .iter()
         .flat_map(|&k| cfg.cache_fracs.iter().map(move |&f| (k, f)))
         .collect();
-    let sim_cfg = |frac: f64| SimConfig {
+    let sim_cfg = |frac: f64, load: SimLoad| SimConfig {
         replicas: cfg.replicas,
         capacity_bytes: trace.capacity_for(frac),
         eviction: cfg.eviction,
         window: cfg.window,
         seed: cfg.seed,
-        load: cfg.load,
+        load,
     };
     let results: Vec<GridResult> = jobs
         .par_iter()
         .map(|&(kind, frac)| {
-            let sc = sim_cfg(frac);
+            let load = cfg.loads.of(kind);
+            let sc = sim_cfg(frac, load);
             // A fresh policy per job: round-robin keeps a counter, and runs must not share
             // state across threads. It was built successfully above, so this cannot fail.
             let policy = build_policy(kind, &params)?;
@@ -115,6 +151,7 @@ pub fn run_grid(trace: &Trace, cfg: &GridConfig) -> Result<GridOutput, PolicyErr
                 cache_frac: frac,
                 replicas: cfg.replicas,
                 eviction: cfg.eviction.name().to_owned(),
+                load: load.kind().name().to_owned(),
                 capacity_bytes: sc.capacity_bytes,
                 sim,
             })
@@ -126,7 +163,7 @@ pub fn run_grid(trace: &Trace, cfg: &GridConfig) -> Result<GridOutput, PolicyErr
         .map(|&frac| BoundResult {
             name: "one-big-cache".to_owned(),
             cache_frac: frac,
-            miss_bytes_ratio: one_big_cache(trace, &sim_cfg(frac)),
+            miss_bytes_ratio: one_big_cache(trace, &sim_cfg(frac, SimLoad::Queries)),
         })
         .collect();
     let mut speeds: Vec<f64> = results.iter().map(|r| r.sim.lookups_per_sec()).collect();

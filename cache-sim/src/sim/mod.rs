@@ -17,6 +17,6 @@ pub mod switch;
 pub mod trace;
 
 pub use bound::one_big_cache;
-pub use grid::{run_grid, GridConfig, GridOutput, GridResult};
+pub use grid::{run_grid, GridConfig, GridOutput, GridResult, PolicyLoads};
 pub use replay::{replay, NoObserver, Observer, SimConfig, SimLoad, SimResult};
 pub use trace::Trace;

@@ -115,6 +115,8 @@ pub struct SwitchConfig {
     pub sim: SimConfig,
     /// Load-bound slack of the vote rule.
     pub eps: f64,
+    /// Home share of the vote rule (`balancer::policy::vote`; 0: off).
+    pub homes: f64,
     /// Test query (counted from the start of the test part) at which the switch happens.
     pub at: usize,
     /// Queries over which the ramp's progress goes from 0 to 1 (0 makes the "ramp" mode
@@ -232,6 +234,7 @@ pub fn replay_switch(
         RampedTable::new(Arc::clone(old), Arc::clone(new)),
         cfg.sim.replicas,
         cfg.eps,
+        cfg.homes,
         (trace.train_len + cfg.at) as u64,
         ramp as u64,
     );
@@ -361,6 +364,7 @@ mod tests {
                 load: SimLoad::Queries,
             },
             eps: 0.05,
+            homes: balancer::policy::DEFAULT_HOMES,
             at: trace.test_len() / 2,
             ramp: 4_000,
             window: 500,
@@ -412,6 +416,7 @@ mod tests {
 
         let params = PolicyParams {
             eps: cfg.eps,
+            homes: cfg.homes,
             term_bytes: Arc::new(trace.term_bytes_map()),
             ..PolicyParams::new(R)
         }

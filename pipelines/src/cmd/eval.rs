@@ -18,7 +18,7 @@ use serde_json::json;
 
 use crate::chart::{line_chart, Series};
 use crate::inputs::{LogArgs, SizeArgs, SplitArgs};
-use crate::load_args::LoadArgs;
+use crate::routing_args::RoutingArgs;
 use crate::progress::Stage;
 
 /// Arguments of `ballot eval`.
@@ -31,7 +31,7 @@ pub struct EvalArgs {
     #[command(flatten)]
     pub split: SplitArgs,
     #[command(flatten)]
-    pub load: LoadArgs,
+    pub routing: RoutingArgs,
     /// Number of replicas R.
     #[arg(long, default_value_t = 8)]
     pub replicas: usize,
@@ -121,7 +121,8 @@ pub fn run(args: &EvalArgs) -> Result<EvalReport> {
         window: args.window,
         seed: args.seed,
         table,
-        load: args.load.sim_load()?,
+        loads: args.routing.policy_loads()?,
+        homes: args.routing.homes,
     };
     let stage = Stage::start(&format!(
         "simulating {} policies x {} cache sizes",
@@ -302,8 +303,9 @@ pub(crate) fn base_config(
         "eviction": args.eviction.name(),
         "eps": args.eps,
         "window": args.window,
-        "load": args.load.load.name(),
-        "work_query_bytes": args.load.work_query_bytes,
+        "load": args.routing.describe(),
+        "homes": args.routing.homes,
+        "work_query_bytes": args.routing.work_query_bytes,
         "seed": args.seed,
         "split": format!("{:?}", args.split.split()?),
         "keep_repeats": args.log.keep_repeats,

@@ -16,7 +16,7 @@ use serde_json::json;
 
 use super::eval::write_json;
 use crate::inputs::{LogArgs, SizeArgs, SplitArgs};
-use crate::load_args::LoadArgs;
+use crate::routing_args::RoutingArgs;
 
 /// Arguments of `ballot grid`.
 #[derive(Args, Debug)]
@@ -28,7 +28,7 @@ pub struct GridArgs {
     #[command(flatten)]
     pub split: SplitArgs,
     #[command(flatten)]
-    pub load: LoadArgs,
+    pub routing: RoutingArgs,
     /// Configurations `R:cache_frac`, comma-separated.
     #[arg(
         long,
@@ -93,7 +93,8 @@ pub fn run(args: &GridArgs) -> Result<()> {
     for (replicas, frac) in configs {
         let capacity = trace.capacity_for(frac);
         let cfg = TrainConfig {
-            load: args.load.sim_load()?,
+            load: args.routing.sim_load_for(PolicyKind::Table)?,
+            homes: args.routing.homes,
             eps: args.eps,
             seed: args.seed,
             ..TrainConfig::new(replicas, frac, capacity)
@@ -112,7 +113,8 @@ pub fn run(args: &GridArgs) -> Result<()> {
                 window: DEFAULT_WINDOW,
                 seed: args.seed,
                 table: Some(Arc::new(out.table)),
-                load: cfg.load,
+                loads: args.routing.policy_loads()?,
+                homes: args.routing.homes,
             },
         )?;
         let find = |name: &str| grid.results.iter().find(|r| r.policy == name);

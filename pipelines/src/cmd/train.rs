@@ -14,7 +14,7 @@ use learner::{train, TrainConfig};
 use super::eval::write_json;
 use crate::chart::{line_chart, Series};
 use crate::inputs::{LogArgs, SizeArgs, SplitArgs};
-use crate::load_args::LoadArgs;
+use crate::routing_args::RoutingArgs;
 use crate::progress::Stage;
 
 /// Arguments of `ballot train`.
@@ -27,7 +27,7 @@ pub struct TrainArgs {
     #[command(flatten)]
     pub split: SplitArgs,
     #[command(flatten)]
-    pub load: LoadArgs,
+    pub routing: RoutingArgs,
     /// Number of replicas R.
     #[arg(long, default_value_t = 8)]
     pub replicas: usize,
@@ -106,7 +106,8 @@ pub fn run(args: &TrainArgs) -> Result<()> {
         .map(|&i| dataset.queries[i as usize].as_str())
         .collect();
     let cfg = TrainConfig {
-        load: args.load.sim_load()?,
+        load: args.routing.sim_load_for(balancer::PolicyKind::Table)?,
+        homes: args.routing.homes,
         eviction: args.eviction,
         eps: args.eps,
         seed: args.seed,

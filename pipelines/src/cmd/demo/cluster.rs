@@ -274,6 +274,8 @@ pub struct BalancerSpec {
     pub load: balancer::LoadKind,
     /// With `work`: the fixed cost of one query, in flash bytes.
     pub work_query_bytes: u64,
+    /// `table`'s home share.
+    pub homes: f64,
     /// Routing decisions the balancer's load window counts.
     pub load_window: usize,
 }
@@ -297,6 +299,7 @@ pub fn start_balancer(spec: &BalancerSpec, replicas: &[&Proc], dir: &Path) -> Re
         spec.work_query_bytes,
         toml_string(&spec.policy)
     );
+    toml += &format!("homes = {}\n", spec.homes);
     if let Some(t) = &spec.table {
         toml += &format!("table = {}\n", path_value(t)?);
     }

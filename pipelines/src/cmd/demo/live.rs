@@ -25,7 +25,7 @@ use anyhow::{bail, Context, Result};
 use balancer::policy::{build_policy, PolicyKind, PolicyParams};
 use cache_sim::eviction::EvictionKind;
 use cache_sim::sim::replay::{replay, NoObserver, SimConfig, DEFAULT_WINDOW};
-use cache_sim::sim::Trace;
+use cache_sim::sim::{SimLoad, Trace};
 use data::sizes::Sizes;
 use data::table::VotingTable;
 use serde::Serialize;
@@ -55,7 +55,7 @@ pub struct LiveSetup<'a> {
     /// Load-bound slack.
     pub eps: f64,
     /// What the load bound counts, in the balancer and the simulator alike.
-    pub load: crate::load_args::LoadArgs,
+    pub routing: crate::routing_args::RoutingArgs,
     /// Queries that warm the caches (not counted).
     pub warm: Vec<String>,
     /// Queries replayed closed-loop (counted).
@@ -264,8 +264,9 @@ fn serve_policy(
             table: kind.needs_table().then(|| setup.table.clone()),
             sizes: Some(setup.sizes_path.clone()),
             eps: setup.eps,
-            load: setup.load.load,
-            work_query_bytes: setup.load.work_query_bytes,
+            load: setup.routing.load_for(kind),
+            work_query_bytes: setup.routing.work_query_bytes,
+            homes: setup.routing.homes,
             load_window: DEFAULT_WINDOW,
         },
         &replicas.iter().collect::<Vec<_>>(),
@@ -416,6 +417,7 @@ fn simulate(setup: &LiveSetup<'_>, table: &Arc<VotingTable>) -> Result<Vec<Simul
     let trace = Trace::build(queries, setup.warm.len(), setup.sizes);
     let params = PolicyParams {
         eps: setup.eps,
+        homes: setup.routing.homes,
         term_bytes: Arc::new(trace.term_bytes_map()),
         table: Some(table.clone()),
         ..PolicyParams::new(setup.replicas)
@@ -426,13 +428,17 @@ fn simulate(setup: &LiveSetup<'_>, table: &Arc<VotingTable>) -> Result<Vec<Simul
         eviction: EvictionKind::Lru,
         window: DEFAULT_WINDOW,
         seed: 1,
-        load: setup.load.sim_load()?,
+        load: SimLoad::Queries,
     };
     setup
         .policies
         .iter()
         .map(|&kind| {
             let policy = build_policy(kind, &params)?;
+            let cfg = SimConfig {
+                load: setup.routing.sim_load_for(kind)?,
+                ..cfg.clone()
+            };
             let r = replay(&trace, policy.as_ref(), &cfg, &mut NoObserver);
             Ok(Simulated {
                 miss_bytes_ratio: r.miss_bytes_ratio,

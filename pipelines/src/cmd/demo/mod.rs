@@ -21,7 +21,7 @@ use super::build_index::{self, BuildIndexArgs};
 use super::eval::{parse_policies, run as run_eval, write_json, EvalArgs};
 use super::train::{self, TrainArgs};
 use crate::inputs::{LogArgs, SizeArgs, SplitArgs};
-use crate::load_args::LoadArgs;
+use crate::routing_args::RoutingArgs;
 
 /// Arguments of `ballot demo`.
 #[derive(Args, Debug)]
@@ -29,7 +29,7 @@ pub struct DemoArgs {
     #[command(flatten)]
     pub log: LogArgs,
     #[command(flatten)]
-    pub load: LoadArgs,
+    pub routing: RoutingArgs,
     /// Size table `(term, bytes)` the index is built from (default: the size model over
     /// --freq, or over the synthetic log's own frequencies).
     #[arg(long, conflicts_with = "freq")]
@@ -200,7 +200,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
         secondary: defaults.secondary,
         patience: defaults.patience,
         flash_price: args.flash_price,
-        load: args.load.clone(),
+        routing: args.routing.clone(),
         validation_frac: 0.1,
         output: table.clone(),
         report: Some(args.out.join("train.json")),
@@ -210,7 +210,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
         log: args.log.clone(),
         sizes: sizes.clone(),
         split: split.clone(),
-        load: args.load.clone(),
+        routing: args.routing.clone(),
         replicas: args.replicas,
         cache_frac: args.cache_frac.clone(),
         policies: "all".into(),
@@ -251,7 +251,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
             cache_bytes,
             flash_read_mbps: Some(args.flash_read_mbps),
             eps: DEMO_EPS,
-            load: args.load.clone(),
+            routing: args.routing.clone(),
             warm,
             saturate: pick(&test[..n_sat]),
             steady: pick(&test[n_sat..n_sat + n_steady]),
