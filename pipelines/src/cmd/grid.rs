@@ -65,6 +65,19 @@ fn parse_config(s: &str) -> Result<(usize, f64)> {
     Ok((r, f))
 }
 
+/// Throughput of `a` over `b` when flash bandwidth is the bottleneck: the cluster serves
+/// queries until its busiest replica's flash is saturated, so throughput is inversely
+/// proportional to the flash bytes that replica reads per query,
+/// `flash_bytes_per_query · R · flash_share_max`.
+pub fn flash_bound_gain(a: &cache_sim::sim::SimResult, b: &cache_sim::sim::SimResult) -> f64 {
+    let busiest = |r: &cache_sim::sim::SimResult| r.flash_bytes_per_query * r.flash_share_max;
+    if busiest(a) > 0.0 {
+        busiest(b) / busiest(a)
+    } else {
+        f64::INFINITY
+    }
+}
+
 /// Runs `ballot grid`.
 pub fn run(args: &GridArgs) -> Result<()> {
     let configs = args
@@ -87,8 +100,11 @@ pub fn run(args: &GridArgs) -> Result<()> {
         trace.train_len,
         trace.test_len()
     );
-    println!("| R | cache | table | round-robin | table / round-robin | best other (imbalance ≤ {:.2}) | table vs best other | term-vote (imbalance) | table imbalance | table, novel queries | best other, novel queries | train seconds |", 1.0 + args.eps);
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!(
+        "| R | cache | table | table flash max | round-robin | table / round-robin | flash-bound throughput / round-robin | best other (imbalance ≤ {:.2}) | table vs best other | term-vote (imbalance) | table, novel queries | best other, novel queries | train seconds |",
+        1.0 + args.eps
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     let mut all = Vec::new();
     for (replicas, frac) in configs {
         let capacity = trace.capacity_for(frac);
@@ -135,14 +151,15 @@ pub fn run(args: &GridArgs) -> Result<()> {
         let t = table.sim.miss_bytes_ratio;
         let o = best_other.sim.miss_bytes_ratio;
         println!(
-            "| {replicas} | {frac} | {t:.4} | {:.4} | {:.3} | {} {o:.4} | {:+.1}% | {:.4} ({:.4}) | {:.4} | {:.4} | {:.4} | {train_seconds:.0} |",
+            "| {replicas} | {frac} | {t:.4} | {:.4} | {:.4} | {:.3} | {:.2} | {} {o:.4} | {:+.1}% | {:.4} ({:.4}) | {:.4} | {:.4} | {train_seconds:.0} |",
+            table.sim.flash_share_max,
             rr.sim.miss_bytes_ratio,
             t / rr.sim.miss_bytes_ratio,
+            flash_bound_gain(&table.sim, &rr.sim),
             best_other.policy,
             (t / o - 1.0) * 100.0,
             tv.sim.miss_bytes_ratio,
             tv.sim.imbalance,
-            table.sim.imbalance,
             table.sim.novel_miss_bytes_ratio,
             best_other.sim.novel_miss_bytes_ratio,
         );

@@ -97,6 +97,12 @@ pub struct LiveRow {
     pub measured_overflow_share: f64,
     /// Measured flash bytes per counted query.
     pub flash_bytes_per_query: f64,
+    /// Simulated: the busiest replica's share of the flash bytes read.
+    pub simulated_flash_share_max: f64,
+    /// Measured: the busiest replica's share of the flash bytes read (each replica's
+    /// `/stats` `flash_bytes`, before and after the counted phases). With flash the
+    /// bottleneck, throughput follows it; 1/R is perfect balance.
+    pub measured_flash_share_max: f64,
     /// Closed loop: answers per second at saturation.
     pub saturation_qps: f64,
     /// Closed loop: p99 latency, ms.
@@ -170,6 +176,10 @@ pub fn run(setup: &LiveSetup<'_>) -> Result<LiveReport> {
             .map(|i| delta(s1, i, "queries") + delta(s2, i, "queries"))
             .max()
             .unwrap_or(0);
+        let flash_max = (0..setup.replicas)
+            .map(|i| delta(s1, i, "flash_bytes") + delta(s2, i, "flash_bytes"))
+            .max()
+            .unwrap_or(0);
         let row = LiveRow {
             policy: kind.name().to_owned(),
             simulated_miss_bytes_ratio: sim.miss_bytes_ratio,
@@ -183,6 +193,8 @@ pub fn run(setup: &LiveSetup<'_>) -> Result<LiveReport> {
             measured_overflow_share: run.overflow_share,
             measured_imbalance: ratio(max_share * setup.replicas as u64, queries),
             flash_bytes_per_query: ratio(s1.flash_bytes + s2.flash_bytes, queries),
+            simulated_flash_share_max: sim.flash_share_max,
+            measured_flash_share_max: ratio(flash_max, s1.flash_bytes + s2.flash_bytes),
             saturation_qps: run.saturate.throughput(),
             saturation_p99_ms: run.saturate.latency_ms(99.0),
             offered_qps: run.offered_qps,
@@ -200,10 +212,13 @@ pub fn run(setup: &LiveSetup<'_>) -> Result<LiveReport> {
             ]),
         };
         println!(
-            "live: {kind}: miss bytes ratio simulated {:.4} measured {:.4}; {:.1} queries/s \
-             at saturation; p99 {:.1} ms at {:.1} queries/s offered; {}",
+            "live: {kind}: miss bytes ratio simulated {:.4} measured {:.4}; busiest flash \
+             share simulated {:.3} measured {:.3}; {:.1} queries/s at saturation; p99 {:.1} ms \
+             at {:.1} queries/s offered; {}",
             row.simulated_miss_bytes_ratio,
             row.measured_miss_bytes_ratio,
+            row.simulated_flash_share_max,
+            row.measured_flash_share_max,
             row.saturation_qps,
             row.steady_p99_ms,
             row.offered_qps,
@@ -404,6 +419,7 @@ struct Simulated {
     miss_bytes_ratio: f64,
     imbalance: f64,
     overflow_share: f64,
+    flash_share_max: f64,
 }
 
 /// Simulates every policy over warm + counted queries.
@@ -444,6 +460,7 @@ fn simulate(setup: &LiveSetup<'_>, table: &Arc<VotingTable>) -> Result<Vec<Simul
                 miss_bytes_ratio: r.miss_bytes_ratio,
                 imbalance: r.imbalance,
                 overflow_share: r.overflow_share,
+                flash_share_max: r.flash_share_max,
             })
         })
         .collect()

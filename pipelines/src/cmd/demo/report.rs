@@ -103,11 +103,12 @@ fn live_section(md: &mut String, live: &LiveReport) -> Result<()> {
         live.concurrency,
         live.steady_queries
     )?;
-    const COLUMNS: [&str; 12] = [
+    const COLUMNS: [&str; 13] = [
         "policy",
         "simulated miss bytes ratio",
         "measured",
         "difference",
+        "busiest flash share (simulated / measured)",
         "imbalance (measured)",
         "overflow (simulated / measured)",
         "throughput at saturation (q/s)",
@@ -123,11 +124,13 @@ fn live_section(md: &mut String, live: &LiveReport) -> Result<()> {
     for r in &live.rows {
         writeln!(
             md,
-            "| {} | {:.4} | {:.4} | {:+.4} | {:.3} | {:.3} / {:.3} | {:.1} | {:.2}x | {:.1} | {:.1} | {:.1} / {:.1} | {} |",
+            "| {} | {:.4} | {:.4} | {:+.4} | {:.3} / {:.3} | {:.3} | {:.3} / {:.3} | {:.1} | {:.2}x | {:.1} | {:.1} | {:.1} / {:.1} | {} |",
             r.policy,
             r.simulated_miss_bytes_ratio,
             r.measured_miss_bytes_ratio,
             r.measured_miss_bytes_ratio - r.simulated_miss_bytes_ratio,
+            r.simulated_flash_share_max,
+            r.measured_flash_share_max,
             r.measured_imbalance,
             r.simulated_overflow_share,
             r.measured_overflow_share,
@@ -151,12 +154,13 @@ fn live_section(md: &mut String, live: &LiveReport) -> Result<()> {
     )?;
     writeln!(md, "### What the live numbers mean\n")?;
     writeln!(md, "- **simulated miss bytes ratio**: the simulator's prediction for exactly these queries (the warm-up queries warm its caches, the counted ones are counted) with the same policy, index sizes and cache bytes.")?;
-    writeln!(md, "- **measured**: Σ miss bytes / Σ (hit + miss) bytes over the counted queries, from every replica's `GET /stats` read before and after. **difference** is measured − simulated; both bound load over the last 10,000 routing decisions, so the two differ only by what a live system adds: concurrent queries interleave their cache accesses, and a replica that falls behind (twice the mean of requests in flight, plus 8) sheds queries to the next-ranked one.")?;
+    writeln!(md, "- **measured**: Σ miss bytes / Σ (hit + miss) bytes over the counted queries, from every replica's `GET /stats` read before and after. **difference** is measured − simulated; both bound the same load over the last 10,000 routing decisions, so the two differ only by what a live system adds: concurrent queries interleave their cache accesses, the work a query costs reaches the balancer when its answer does, and a replica that falls behind (twice the mean of requests in flight, plus 8) sheds queries to the next-ranked one.")?;
+    writeln!(md, "- **busiest flash share**: the share of all flash bytes read by the replica that read the most (1/R is perfect balance). With flash the bottleneck, throughput follows this replica.")?;
     writeln!(
         md,
         "- **imbalance (measured)**: max / mean queries per replica over the counted queries."
     )?;
-    writeln!(md, "- **overflow**: share of queries sent past their first choice because it was at its load bound: in the simulator over the counted queries; at the balancer over the counted queries' first attempts (its `/metrics` read before and after). Both bound load over the last 10,000 routing decisions (the balancer's `load = \"window\"`).")?;
+    writeln!(md, "- **overflow**: share of queries sent past their first choice because it was at its load bound: in the simulator over the counted queries; at the balancer over the counted queries' first attempts (its `/metrics` read before and after). Both bound the same load over the last 10,000 routing decisions: the learned table its work (`load = \"work\"`: the flash bytes each query read at its replica plus a fixed cost), the other policies their query counts (`load = \"window\"`).")?;
     writeln!(md, "- **throughput at saturation**: answers per second in the closed-loop phase; with flash the bottleneck, it follows the flash bytes each query costs. **vs first**: relative to the first policy (round-robin by default).")?;
     writeln!(md, "- **p99 at saturation**: 99th percentile latency in the closed-loop phase, where every policy runs at its own maximum rate.")?;
     writeln!(md, "- **offered / p50 / p99 at offered load**: the open-loop phase sends at one fixed rate for every policy (a fraction of the first policy's saturation throughput); latency is measured from each request's intended send time, so queueing is not hidden.")?;
