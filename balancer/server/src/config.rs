@@ -16,6 +16,13 @@
 //! retries = 2
 //! ramp_secs = 30.0
 //! max_query_bytes = 2048
+//! header_timeout_ms = 10000           # client: send a request head within this
+//! idle_timeout_ms = 60000             # client: keep-alive connection idle at most this
+//! max_connections = 10000             # open client connections (lowered to fit ulimit -n)
+//! max_in_flight = 4096                # client requests in flight; past it 503 + Retry-After
+//! admin_max_upload_bytes = 67108864   # largest POST /admin/table body
+//! tables_dir = "tables"               # {"path": ...} reloads only read tables in here
+//! access_log = false                  # one log line per client request
 //!
 //! [health]
 //! interval_ms = 1000
@@ -193,6 +200,32 @@ pub struct Config {
     /// Longest accepted `q`, in bytes after percent-decoding.
     #[serde(default = "default_max_query_bytes")]
     pub max_query_bytes: usize,
+    /// Milliseconds a client has to send a request head, from the connection's start or
+    /// from the first byte of a later request.
+    #[serde(default = "default_header_timeout_ms")]
+    pub header_timeout_ms: u64,
+    /// Milliseconds a client keep-alive connection may sit idle between requests.
+    #[serde(default = "default_idle_timeout_ms")]
+    pub idle_timeout_ms: u64,
+    /// Open client connections at most (default 10,000, lowered to fit the open-file
+    /// limit); past it new connections wait in the listen backlog, as with HAProxy's
+    /// `maxconn`.
+    #[serde(default)]
+    pub max_connections: Option<usize>,
+    /// Client requests in flight at most; past it a request gets 503 with `Retry-After`.
+    #[serde(default = "default_max_in_flight")]
+    pub max_in_flight: usize,
+    /// Largest accepted `POST /admin/table` body (and table file read by a path reload).
+    #[serde(default = "default_admin_max_upload_bytes")]
+    pub admin_max_upload_bytes: u64,
+    /// The directory `{"path": ...}` table reloads may read from (relative to this file);
+    /// without it path reloads are refused (uploads still work).
+    #[serde(default)]
+    pub tables_dir: Option<PathBuf>,
+    /// Log one line per client request (target `access`: time, replica, reason, status,
+    /// latency, attempts, request id).
+    #[serde(default)]
+    pub access_log: bool,
     /// Health checks.
     #[serde(default)]
     pub health: HealthConfig,
@@ -244,6 +277,23 @@ fn default_ramp_secs() -> f64 {
 fn default_max_query_bytes() -> usize {
     2048
 }
+fn default_header_timeout_ms() -> u64 {
+    serving::limits::DEFAULT_HEADER_TIMEOUT.as_millis() as u64
+}
+fn default_idle_timeout_ms() -> u64 {
+    serving::limits::DEFAULT_IDLE_TIMEOUT.as_millis() as u64
+}
+fn default_max_in_flight() -> usize {
+    4096
+}
+fn default_admin_max_upload_bytes() -> u64 {
+    64 << 20
+}
+
+/// Longest accepted admin token: the comparison pads both sides to this length.
+pub const MAX_TOKEN_BYTES: usize = 256;
+/// Open file descriptors one client connection may need (its own and one to a replica).
+pub const FDS_PER_CONNECTION: u64 = 2;
 
 /// A config after validation, with paths resolved and the token read.
 #[derive(Clone, Debug)]
@@ -311,13 +361,37 @@ pub fn check_name(name: &str) -> Result<(), String> {
 }
 
 impl Config {
+    /// The client listener's limits, before the connection cap is fitted to the open-file
+    /// limit.
+    pub fn client_limits(&self) -> serving::Limits {
+        serving::Limits {
+            header_timeout: Duration::from_millis(self.header_timeout_ms),
+            idle_timeout: Duration::from_millis(self.idle_timeout_ms),
+            max_connections: self
+                .max_connections
+                .unwrap_or(serving::limits::DEFAULT_MAX_CONNECTIONS),
+        }
+    }
+
     /// Reads and validates `path`.
     pub fn load(path: &Path) -> Result<Validated, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
             path: path.to_owned(),
             source,
         })?;
-        Self::parse(&text, path, |name| std::env::var(name).ok())
+        let mut v = Self::parse(&text, path, |name| std::env::var(name).ok())?;
+        if let Some(dir) = &v.config.tables_dir {
+            // Canonical once, so a reload compares real paths (no symlink escapes).
+            let canonical = std::fs::canonicalize(dir)
+                .ok()
+                .filter(|d| d.is_dir())
+                .ok_or_else(|| ConfigError::Invalid {
+                    path: path.to_owned(),
+                    detail: format!("tables_dir {} is not a directory", dir.display()),
+                })?;
+            v.config.tables_dir = Some(canonical);
+        }
+        Ok(v)
     }
 
     /// Parses and validates `text` (read from `path`, which labels errors and anchors
@@ -401,6 +475,23 @@ impl Config {
                 config.max_query_bytes
             )));
         }
+        config.client_limits().validate().map_err(|e| {
+            invalid(format!(
+                "header_timeout_ms, idle_timeout_ms, max_connections: {e}"
+            ))
+        })?;
+        if config.max_in_flight == 0 || config.max_in_flight > 1_000_000 {
+            return Err(invalid(format!(
+                "max_in_flight must be between 1 and 1000000, got {}",
+                config.max_in_flight
+            )));
+        }
+        if !(1024..=1 << 32).contains(&config.admin_max_upload_bytes) {
+            return Err(invalid(format!(
+                "admin_max_upload_bytes must be between 1024 and 4294967296, got {}",
+                config.admin_max_upload_bytes
+            )));
+        }
         let h = &config.health;
         if h.interval_ms == 0 || h.timeout_ms == 0 || h.fall == 0 || h.rise == 0 {
             return Err(invalid(
@@ -427,6 +518,7 @@ impl Config {
         };
         resolve(&mut config.policy.table);
         resolve(&mut config.policy.sizes);
+        resolve(&mut config.tables_dir);
         let admin_token = match (&config.admin_token, &config.admin_token_env) {
             (Some(_), Some(_)) => {
                 return Err(invalid(
@@ -443,6 +535,14 @@ impl Config {
         };
         if admin_token.as_deref() == Some("") {
             return Err(invalid("the admin token is empty".into()));
+        }
+        if admin_token
+            .as_ref()
+            .is_some_and(|t| t.len() > MAX_TOKEN_BYTES)
+        {
+            return Err(invalid(format!(
+                "the admin token is longer than {MAX_TOKEN_BYTES} bytes"
+            )));
         }
         Ok(Validated {
             config,

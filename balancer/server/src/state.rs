@@ -118,7 +118,7 @@ impl Replica {
         self.passes.store(0, Ordering::Relaxed);
         if self.healthy.swap(false, Ordering::Relaxed) {
             self.metrics.ejections.increment(1);
-            eprintln!("balancer: ejected replica {} ({why})", self.name);
+            tracing::warn!("ejected replica {} ({why})", self.name);
         }
     }
 
@@ -131,7 +131,7 @@ impl Replica {
                 .fetch_add(1, Ordering::Relaxed)
                 .saturating_add(1);
             if passes >= rise && !self.healthy.swap(true, Ordering::Relaxed) {
-                eprintln!("balancer: re-admitted replica {}", self.name);
+                tracing::info!("re-admitted replica {}", self.name);
             }
         } else {
             self.passes.store(0, Ordering::Relaxed);
