@@ -1,8 +1,10 @@
-//! One client connection: hyper's HTTP/1 state machine over a [`TimedIo`] that enforces the
-//! header read and idle keep-alive timeouts, with the service wrapped in [`Tracked`] so the
-//! I/O layer knows whether a request is in flight.
+//! One client connection: hyper's HTTP/1 state machine over a [`ConnIo`], with the service
+//! wrapped in [`Tracked`], driven by a [`Clock`] that enforces the header read and idle
+//! keep-alive timeouts.
 //!
-//! The connection is in one of three modes, read by the I/O wrapper on every read or write:
+//! The connection is in one of three modes, worked out by the [`Clock`] after every poll of
+//! the connection from what the I/O wrapper and the service record (bytes read, requests
+//! started, responses in flight):
 //!
 //! | mode | from | until | timer |
 //! |---|---|---|---|
@@ -10,18 +12,20 @@
 //! | active | the service is called | its response body ends (or is dropped) | none: the server's own deadlines apply |
 //! | idle | the response body ends | the first byte of the next request | `idle_timeout` from the mode's start |
 //!
-//! A timer that fires fails the pending read (or write) with `TimedOut`, and hyper closes
-//! the connection. Once the server stops, a read with no request in flight returns end of
-//! file, so idle connections and half-sent requests close at once while a request in flight
-//! finishes (hyper's `graceful_shutdown` alone waits for a half-sent first request).
+//! The clock runs in the task that polls the connection, not inside the I/O calls: hyper
+//! does not read again after a response until the socket is readable, so a timer armed
+//! only in `poll_read` would never see a connection go idle. When the timer fires, the
+//! connection is dropped (closed). Once the server stops, a read with no request in flight
+//! returns end of file, so idle connections and half-sent requests close at once while a
+//! request in flight finishes (hyper's `graceful_shutdown` alone waits for a half-sent
+//! first request).
 
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Duration;
 
 use hyper::body::{Body, Frame, SizeHint};
 use hyper::{Request, Response};
@@ -31,11 +35,15 @@ use tokio::time::{Instant, Sleep};
 
 use crate::Limits;
 
-/// What the I/O wrapper and the service share about one connection.
+/// What the I/O wrapper, the service and the clock share about one connection.
 #[derive(Debug, Default)]
 pub struct ConnState {
     /// Requests whose response has not ended (0 or 1 in HTTP/1).
     active: AtomicU32,
+    /// Requests started so far.
+    requests: AtomicU64,
+    /// Reads that returned data so far.
+    reads: AtomicU64,
     /// The server is stopping: a read with no request in flight ends the connection.
     stopping: AtomicBool,
 }
@@ -51,125 +59,48 @@ impl ConnState {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Mode {
-    Head,
-    Active,
-    Idle,
-}
-
-/// A TCP stream whose reads and writes fail with `TimedOut` when the connection has spent
-/// too long reading a request head or sitting idle (see the module table).
+/// A TCP stream that counts the reads returning data and, once the server stops, reads end
+/// of file unless a request is in flight.
 #[derive(Debug)]
-pub struct TimedIo {
+pub struct ConnIo {
     io: TcpStream,
     state: Arc<ConnState>,
-    header_timeout: Duration,
-    idle_timeout: Duration,
-    mode: Mode,
-    timer: Pin<Box<Sleep>>,
 }
 
-impl TimedIo {
-    /// Wraps a freshly accepted `io`: the header timeout starts now.
-    pub fn new(io: TcpStream, state: Arc<ConnState>, limits: &Limits) -> Self {
-        TimedIo {
-            io,
-            state,
-            header_timeout: limits.header_timeout,
-            idle_timeout: limits.idle_timeout,
-            mode: Mode::Head,
-            timer: Box::pin(tokio::time::sleep(limits.header_timeout)),
-        }
-    }
-
-    /// Brings `mode` up to date with the service's in-flight count; true while active.
-    fn sync(&mut self) -> bool {
-        if self.state.is_active() {
-            self.mode = Mode::Active;
-            true
-        } else {
-            if self.mode == Mode::Active {
-                self.mode = Mode::Idle;
-                let at = Instant::now() + self.idle_timeout;
-                self.timer.as_mut().reset(at);
-            }
-            false
-        }
-    }
-
-    /// The error of an expired timer, if the current mode's timer has expired (registering
-    /// the waker otherwise).
-    fn expired(&mut self, cx: &mut Context<'_>) -> Option<io::Error> {
-        if self.mode == Mode::Active || self.timer.as_mut().poll(cx).is_pending() {
-            return None;
-        }
-        let what = match self.mode {
-            Mode::Head => "request head not received within the header timeout",
-            _ => "connection idle past the idle timeout",
-        };
-        Some(io::Error::new(io::ErrorKind::TimedOut, what))
+impl ConnIo {
+    /// Wraps a freshly accepted `io`.
+    pub fn new(io: TcpStream, state: Arc<ConnState>) -> Self {
+        ConnIo { io, state }
     }
 }
 
-impl AsyncRead for TimedIo {
+impl AsyncRead for ConnIo {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        let active = this.sync();
-        if !active && this.state.stopping.load(Ordering::Acquire) {
+        if this.state.stopping.load(Ordering::Acquire) && !this.state.is_active() {
             // End of file: hyper closes an idle connection or drops a half-sent request.
             return Poll::Ready(Ok(()));
         }
         let before = buf.filled().len();
-        match Pin::new(&mut this.io).poll_read(cx, buf) {
-            Poll::Ready(Ok(())) => {
-                if buf.filled().len() > before {
-                    match this.mode {
-                        Mode::Idle => {
-                            this.mode = Mode::Head;
-                            let at = Instant::now() + this.header_timeout;
-                            this.timer.as_mut().reset(at);
-                        }
-                        // A client trickling bytes: each read succeeds, so check the clock.
-                        Mode::Head if this.timer.deadline() <= Instant::now() => {
-                            return Poll::Ready(Err(io::Error::new(
-                                io::ErrorKind::TimedOut,
-                                "request head not received within the header timeout",
-                            )));
-                        }
-                        _ => {}
-                    }
-                }
-                Poll::Ready(Ok(()))
-            }
-            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
-            Poll::Pending => match this.expired(cx) {
-                Some(e) => Poll::Ready(Err(e)),
-                None => Poll::Pending,
-            },
+        let r = Pin::new(&mut this.io).poll_read(cx, buf);
+        if buf.filled().len() > before {
+            this.state.reads.fetch_add(1, Ordering::Relaxed);
         }
+        r
     }
 }
 
-impl AsyncWrite for TimedIo {
+impl AsyncWrite for ConnIo {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        this.sync();
-        match Pin::new(&mut this.io).poll_write(cx, buf) {
-            Poll::Pending => match this.expired(cx) {
-                Some(e) => Poll::Ready(Err(e)),
-                None => Poll::Pending,
-            },
-            r => r,
-        }
+        Pin::new(&mut self.get_mut().io).poll_write(cx, buf)
     }
 
     fn poll_write_vectored(
@@ -177,15 +108,7 @@ impl AsyncWrite for TimedIo {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        this.sync();
-        match Pin::new(&mut this.io).poll_write_vectored(cx, bufs) {
-            Poll::Pending => match this.expired(cx) {
-                Some(e) => Poll::Ready(Err(e)),
-                None => Poll::Pending,
-            },
-            r => r,
-        }
+        Pin::new(&mut self.get_mut().io).poll_write_vectored(cx, bufs)
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -193,19 +116,89 @@ impl AsyncWrite for TimedIo {
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
-        this.sync();
-        match Pin::new(&mut this.io).poll_flush(cx) {
-            Poll::Pending => match this.expired(cx) {
-                Some(e) => Poll::Ready(Err(e)),
-                None => Poll::Pending,
-            },
-            r => r,
-        }
+        Pin::new(&mut self.get_mut().io).poll_flush(cx)
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    Head,
+    Active,
+    Idle,
+}
+
+/// The header and idle timers of one connection (see the module table).
+#[derive(Debug)]
+pub struct Clock {
+    state: Arc<ConnState>,
+    header_timeout: std::time::Duration,
+    idle_timeout: std::time::Duration,
+    mode: Mode,
+    timer: Pin<Box<Sleep>>,
+    requests: u64,
+    reads: u64,
+}
+
+/// Why a [`Clock`] ended a connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Expired {
+    /// The request head took longer than the header timeout.
+    Header,
+    /// The connection sat idle longer than the idle timeout.
+    Idle,
+}
+
+impl Clock {
+    /// The clock of a connection accepted now: the header timeout starts.
+    pub fn new(state: Arc<ConnState>, limits: &Limits) -> Self {
+        Clock {
+            state,
+            header_timeout: limits.header_timeout,
+            idle_timeout: limits.idle_timeout,
+            mode: Mode::Head,
+            timer: Box::pin(tokio::time::sleep(limits.header_timeout)),
+            requests: 0,
+            reads: 0,
+        }
+    }
+
+    /// Brings the mode up to date with what happened since the last call, and says whether
+    /// its timer has expired (registering the task's waker otherwise). Call it after each
+    /// poll of the connection.
+    pub fn poll_expired(&mut self, cx: &mut Context<'_>) -> Option<Expired> {
+        let requests = self.state.requests.load(Ordering::Acquire);
+        let active = self.state.is_active();
+        if active {
+            self.mode = Mode::Active;
+            self.requests = requests;
+            return None;
+        }
+        if self.mode == Mode::Active || requests != self.requests {
+            // A request ended since the last look (perhaps started and ended in one poll).
+            self.mode = Mode::Idle;
+            self.requests = requests;
+            self.reads = self.state.reads.load(Ordering::Acquire);
+            let at = Instant::now() + self.idle_timeout;
+            self.timer.as_mut().reset(at);
+        } else if self.mode == Mode::Idle {
+            let reads = self.state.reads.load(Ordering::Acquire);
+            if reads != self.reads {
+                self.mode = Mode::Head;
+                let at = Instant::now() + self.header_timeout;
+                self.timer.as_mut().reset(at);
+            }
+        }
+        if self.timer.as_mut().poll(cx).is_pending() {
+            return None;
+        }
+        Some(match self.mode {
+            Mode::Idle => Expired::Idle,
+            _ => Expired::Header,
+        })
     }
 }
 
@@ -244,6 +237,7 @@ where
 
     fn call(&self, req: Request<ReqBody>) -> Self::Future {
         self.state.active.fetch_add(1, Ordering::AcqRel);
+        self.state.requests.fetch_add(1, Ordering::AcqRel);
         let guard = InFlight(Arc::clone(&self.state));
         TrackedFuture {
             inner: self.inner.call(req),

@@ -21,7 +21,7 @@
 //! Why not hyper's own `header_read_timeout`: in hyper 1 it is one timer that starts when a
 //! connection opens *and* whenever it goes idle, so it cannot give a short header timeout
 //! and a longer idle timeout at once (hyperium/hyper#3828, #1628). Both timers live here,
-//! in the connection's I/O wrapper, and hyper's is left off.
+//! in the task that drives each connection ([`conn::Clock`]), and hyper's is left off.
 
 pub mod conn;
 pub mod limits;

@@ -13,6 +13,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::pin;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 
 use hyper::body::{Body, Incoming};
@@ -22,7 +23,7 @@ use hyper_util::rt::TokioIo;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
-use crate::conn::{ConnState, TimedIo, Tracked};
+use crate::conn::{Clock, ConnIo, ConnState, Expired, Tracked};
 use crate::Limits;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -196,6 +197,22 @@ pub async fn serve<M, S, B>(
     close_tx.closed().await;
 }
 
+/// Polls the connection, then its clock: ready with `None` when the connection ended,
+/// with the reason when the clock ended it.
+fn drive<C: Future>(
+    conn: std::pin::Pin<&mut C>,
+    clock: &mut Clock,
+    cx: &mut std::task::Context<'_>,
+) -> Poll<Option<Expired>> {
+    if conn.poll(cx).is_ready() {
+        return Poll::Ready(None);
+    }
+    match clock.poll_expired(cx) {
+        Some(why) => Poll::Ready(Some(why)),
+        None => Poll::Pending,
+    }
+}
+
 /// Drives one connection to its end.
 fn connection<S, B>(
     tcp: TcpStream,
@@ -215,19 +232,24 @@ where
 {
     async move {
         let state = Arc::new(ConnState::default());
-        let io = TimedIo::new(tcp, Arc::clone(&state), &limits);
+        let io = ConnIo::new(tcp, Arc::clone(&state));
         let svc = Tracked::new(svc, Arc::clone(&state));
         let mut conn = pin!(http1::Builder::new().serve_connection(TokioIo::new(io), svc));
-        let stopping = tokio::select! {
-            _ = conn.as_mut() => false,
-            _ = stopped(&mut stop) => true,
+        let mut clock = Clock::new(Arc::clone(&state), &limits);
+        let ended = tokio::select! {
+            e = std::future::poll_fn(|cx| drive(conn.as_mut(), &mut clock, cx)) => Some(e),
+            _ = stopped(&mut stop) => None,
         };
-        if stopping {
-            // Reads now end the connection unless a request is in flight; that request
-            // finishes with keep-alive off.
-            state.stop();
-            conn.as_mut().graceful_shutdown();
-            let _ = conn.as_mut().await;
+        match ended {
+            Some(Some(why)) => tracing::debug!(?why, "connection timed out"),
+            Some(None) => {}
+            None => {
+                // Reads now end the connection unless a request is in flight; that request
+                // finishes with keep-alive off.
+                state.stop();
+                conn.as_mut().graceful_shutdown();
+                let _ = std::future::poll_fn(|cx| drive(conn.as_mut(), &mut clock, cx)).await;
+            }
         }
         drop(permit);
         drop(close);

@@ -580,6 +580,10 @@ address = "127.0.0.1:9000"
         assert_eq!(v.config.health.fall, 3);
         assert_eq!(v.deadline(), Duration::from_millis(3000));
         assert!(v.config.admin_listen.ip().is_loopback());
+        assert_eq!(v.config.client_limits(), serving::Limits::default());
+        assert_eq!(v.config.max_in_flight, 4096);
+        assert_eq!(v.config.admin_max_upload_bytes, 64 << 20);
+        assert!(v.config.tables_dir.is_none() && !v.config.access_log);
     }
 
     #[test]
@@ -594,6 +598,21 @@ address = "127.0.0.1:9000"
             (format!("stall_eps = -0.5\n{BASE}"), "stall_eps"),
             (format!("load = \"queue\"\n{BASE}"), "load"),
             (format!("retries = 99\n{BASE}"), "retries"),
+            (format!("header_timeout_ms = 0\n{BASE}"), "header timeout"),
+            (format!("idle_timeout_ms = 0\n{BASE}"), "idle timeout"),
+            (format!("max_connections = 0\n{BASE}"), "connection cap"),
+            (format!("max_in_flight = 0\n{BASE}"), "max_in_flight"),
+            (
+                format!("admin_max_upload_bytes = 10\n{BASE}"),
+                "admin_max_upload_bytes",
+            ),
+            (
+                BASE.replace(
+                    "admin_token = \"t\"",
+                    &format!("admin_token = \"{}\"", "x".repeat(257)),
+                ),
+                "longer than 256",
+            ),
             (
                 BASE.replace("admin_token = \"t\"", "admin_token_env = \"NOPE\""),
                 "NOPE",
@@ -614,12 +633,36 @@ address = "127.0.0.1:9000"
     fn paths_resolve_against_the_file_and_token_from_env() {
         let text = BASE
             .replace("term-vote\"", "table\"\ntable = \"t.parquet\"")
-            .replace("admin_token = \"t\"", "admin_token_env = \"TOK\"");
+            .replace(
+                "admin_token = \"t\"",
+                "admin_token_env = \"TOK\"\ntables_dir = \"tables\"",
+            );
         let v = parse(&text).expect("valid");
+        assert_eq!(
+            v.config.tables_dir.as_deref(),
+            Some(Path::new("/etc/b/tables"))
+        );
         assert_eq!(
             v.config.policy.table.as_deref(),
             Some(Path::new("/etc/b/t.parquet"))
         );
         assert_eq!(v.admin_token.as_deref(), Some("from-env"));
+    }
+
+    #[test]
+    fn tables_dir_must_be_a_directory_and_is_made_canonical() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("b.toml");
+        std::fs::write(&path, format!("tables_dir = \"nope\"\n{BASE}")).unwrap();
+        let err = Config::load(&path).unwrap_err().to_string();
+        assert!(
+            err.contains("tables_dir") && err.contains("b.toml"),
+            "{err}"
+        );
+        std::fs::create_dir(tmp.path().join("t")).unwrap();
+        std::fs::write(&path, format!("tables_dir = \"./t/../t\"\n{BASE}")).unwrap();
+        let v = Config::load(&path).expect("valid");
+        let want = std::fs::canonicalize(tmp.path().join("t")).unwrap();
+        assert_eq!(v.config.tables_dir, Some(want));
     }
 }
