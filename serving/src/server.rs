@@ -214,15 +214,14 @@ fn drive<C: Future>(
 }
 
 /// Drives one connection to its end.
-fn connection<S, B>(
+async fn connection<S, B>(
     tcp: TcpStream,
     svc: S,
     limits: Limits,
     mut stop: watch::Receiver<bool>,
     permit: OwnedSemaphorePermit,
     close: watch::Receiver<()>,
-) -> impl Future<Output = ()> + Send + 'static
-where
+) where
     S: hyper::service::Service<Request<Incoming>, Response = Response<B>> + Send + 'static,
     S::Future: Send + 'static,
     S::Error: Into<BoxError>,
@@ -230,30 +229,28 @@ where
     B::Data: Send,
     B::Error: Into<BoxError>,
 {
-    async move {
-        let state = Arc::new(ConnState::default());
-        let io = ConnIo::new(tcp, Arc::clone(&state));
-        let svc = Tracked::new(svc, Arc::clone(&state));
-        let mut conn = pin!(http1::Builder::new().serve_connection(TokioIo::new(io), svc));
-        let mut clock = Clock::new(Arc::clone(&state), &limits);
-        let ended = tokio::select! {
-            e = std::future::poll_fn(|cx| drive(conn.as_mut(), &mut clock, cx)) => Some(e),
-            _ = stopped(&mut stop) => None,
-        };
-        match ended {
-            Some(Some(why)) => tracing::debug!(?why, "connection timed out"),
-            Some(None) => {}
-            None => {
-                // Reads now end the connection unless a request is in flight; that request
-                // finishes with keep-alive off.
-                state.stop();
-                conn.as_mut().graceful_shutdown();
-                let _ = std::future::poll_fn(|cx| drive(conn.as_mut(), &mut clock, cx)).await;
-            }
+    let state = Arc::new(ConnState::default());
+    let io = ConnIo::new(tcp, Arc::clone(&state));
+    let svc = Tracked::new(svc, Arc::clone(&state));
+    let mut conn = pin!(http1::Builder::new().serve_connection(TokioIo::new(io), svc));
+    let mut clock = Clock::new(Arc::clone(&state), &limits);
+    let ended = tokio::select! {
+        e = std::future::poll_fn(|cx| drive(conn.as_mut(), &mut clock, cx)) => Some(e),
+        _ = stopped(&mut stop) => None,
+    };
+    match ended {
+        Some(Some(why)) => tracing::debug!(?why, "connection timed out"),
+        Some(None) => {}
+        None => {
+            // Reads now end the connection unless a request is in flight; that request
+            // finishes with keep-alive off.
+            state.stop();
+            conn.as_mut().graceful_shutdown();
+            let _ = std::future::poll_fn(|cx| drive(conn.as_mut(), &mut clock, cx)).await;
         }
-        drop(permit);
-        drop(close);
     }
+    drop(permit);
+    drop(close);
 }
 
 #[cfg(test)]

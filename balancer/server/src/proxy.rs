@@ -11,7 +11,7 @@
 //!
 //! Before routing, a request must find a place among `max_in_flight` ([`admit`](crate::admit)):
 //! past it the answer is 503 with `Retry-After: 1`. The client's end-to-end headers go to
-//! the replica with `x-forwarded-for` and `x-request-id` added ([`forward`](crate::forward)),
+//! the replica with `x-forwarded-for` and `x-request-id` added ([`forward`]),
 //! and every answer echoes the request id.
 
 use std::borrow::Cow;
