@@ -97,8 +97,13 @@ pub fn new_request_id() -> HeaderValue {
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^= z >> 31;
-    let text = format!("{seed:016x}{z:016x}");
-    HeaderValue::from_str(&text).unwrap_or(HeaderValue::from_static("0"))
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut text = [0u8; 32];
+    for (i, b) in text.iter_mut().enumerate() {
+        let word = if i < 16 { seed } else { z };
+        *b = HEX[((word >> (60 - 4 * (i % 16))) & 0xf) as usize];
+    }
+    HeaderValue::from_bytes(&text).unwrap_or(HeaderValue::from_static("0"))
 }
 
 /// The client's request id if valid, else a new one.
@@ -127,18 +132,16 @@ pub fn upstream_headers(client: &HeaderMap, peer: IpAddr, id: &HeaderValue) -> H
         }
         out.append(name.clone(), value.clone());
     }
-    let ip = peer.to_string();
-    let prior: Vec<&str> = client
-        .get_all(&X_FORWARDED_FOR)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .collect();
-    let xff = if prior.is_empty() {
-        HeaderValue::from_str(&ip)
-    } else {
-        HeaderValue::from_str(&format!("{}, {ip}", prior.join(", ")))
-    };
-    if let Ok(v) = xff {
+    let mut xff = Vec::with_capacity(48);
+    for v in client.get_all(&X_FORWARDED_FOR) {
+        xff.extend_from_slice(v.as_bytes());
+        xff.extend_from_slice(b", ");
+    }
+    {
+        use std::io::Write;
+        let _ = write!(xff, "{peer}");
+    }
+    if let Ok(v) = HeaderValue::from_maybe_shared(axum::body::Bytes::from(xff)) {
         out.insert(X_FORWARDED_FOR.clone(), v);
     }
     out.insert(X_REQUEST_ID.clone(), id.clone());

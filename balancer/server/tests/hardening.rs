@@ -363,17 +363,22 @@ fn with_a_low_file_limit_new_clients_are_served_once_idle_ones_time_out() {
 }
 
 #[test]
-fn the_soft_file_limit_is_raised_to_the_hard_limit() {
+fn the_soft_file_limit_is_raised_to_the_hard_limit_and_logs_can_be_json() {
     let b0 = Backend::start(Reply::Body(0, "ok".into()));
     let lb = spawn_with(tempfile::tempdir().unwrap(), &config(&[&b0], ""), |c| {
-        probe::with_nofile(c, 256, 4096)
+        probe::with_nofile(c, 256, 4096);
+        c.args(["--log-format", "json"]);
     });
     assert_eq!(probe::nofile(lb.pid()), (4096, 4096));
-    assert!(
-        lb.log().contains("raised the open-file limit"),
-        "{}",
-        lb.log()
-    );
+    let log = lb.log();
+    let raised: serde_json::Value = log
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| v["fields"]["message"] == "raised the open-file limit")
+        .unwrap_or_else(|| panic!("no JSON line about the open-file limit:\n{log}"));
+    assert_eq!(raised["fields"]["from"], 256, "{raised}");
+    assert_eq!(raised["fields"]["to"], 4096, "{raised}");
+    assert_eq!(raised["level"], "INFO", "{raised}");
 }
 
 // ---------------------------------------------------------------- signals
