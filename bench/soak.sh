@@ -9,8 +9,8 @@
 #   * all along: SLOWLORIS connections to the balancer that send a request head one byte
 #     every 5 s (closed by the header timeout, and reopened).
 #
-# Saturation is measured first (closed loop, SAT_CONCURRENCY workers, SAT_SECS seconds,
-# unless RATE is set), then the load runs as back-to-back open-loop replays of WINDOW
+# Saturation is measured first on warm caches (closed loop, SAT_CONCURRENCY workers, WARM_SECS
+# seconds of warm-up then SAT_SECS seconds measured, unless RATE is set), then the load runs as back-to-back open-loop replays of WINDOW
 # seconds each (each window replays the log in a different shuffle), until DURATION.
 # Every SAMPLE_EVERY seconds the balancer's and each replica's resident memory (VmRSS) and
 # open file descriptors are read from /proc.
@@ -21,17 +21,17 @@
 # and closed by the server. The raw data stay in SOAK_DIR: window-N.json (ballot replay
 # reports), events.tsv, samples.tsv, the processes' logs.
 #
-# Knobs (environment): DURATION (600 s), WINDOW (60 s), LOAD (0.7), RATE (queries/s; empty:
-# LOAD x measured saturation), SAT_SECS (10), SAT_CONCURRENCY (32), REPLICAS (4, at least 3),
-# SYNTH_QUERIES (200000), DOCS (200000), CACHE_FRAC (0.05 of the index's postings bytes per
-# replica), FLASH_MBPS (20 per replica; 0 = no emulation), FLASH_US (100), CHAOS_EVERY (30 s),
-# PAUSE_SECS (10), DRAIN_SECS (5), SLOWLORIS (200), SAMPLE_EVERY (5 s), SOAK_DIR (a fresh
-# directory under target/soak), SKIP_BUILD=1 (use the binaries in BIN_DIR), BIN_DIR
-# (target/release), BALANCER_EXTRA (top-level TOML lines added to the balancer's config,
-# `\n`-separated).
+# Knobs (environment): DURATION (600 s), WINDOW (60 s), LOAD (0.7), RATE (whole queries/s;
+# empty: LOAD x measured saturation), WARM_SECS (10), SAT_SECS (10), SAT_CONCURRENCY (32),
+# REPLICAS (4, at least 3), SYNTH_QUERIES (200000), DOCS (200000), CACHE_FRAC (0.05 of the
+# index's postings bytes per replica), FLASH_MBPS (20 per replica; 0 = no emulation),
+# FLASH_US (100), CHAOS_EVERY (30 s), PAUSE_SECS (10), DRAIN_SECS (5), SLOWLORIS (200),
+# SAMPLE_EVERY (5 s), SOAK_DIR (a fresh directory under target/soak), SKIP_BUILD=1 (use the
+# binaries in BIN_DIR), BIN_DIR (target/release), BALANCER_EXTRA (top-level TOML lines added
+# to the balancer's config, `\n`-separated).
 #
 # Needs bash, curl, python3 (to read the replay reports) and /proc (Linux). Stops by itself
-# after DURATION plus start-up (about 30 s) and one window; every wait is bounded; Ctrl-C
+# after DURATION plus start-up (about 40 s) and one window; every wait is bounded; Ctrl-C
 # stops everything it started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -42,6 +42,7 @@ WINDOW=${WINDOW:-60}
 LOAD=${LOAD:-0.7}
 RATE=${RATE:-}
 SAT_SECS=${SAT_SECS:-10}
+WARM_SECS=${WARM_SECS:-10}
 SAT_CONCURRENCY=${SAT_CONCURRENCY:-32}
 REPLICAS=${REPLICAS:-4}
 SYNTH_QUERIES=${SYNTH_QUERIES:-200000}
@@ -171,9 +172,14 @@ REPLAY=("$BIN_DIR/ballot" replay --target "http://$LB" --part all --timeout 10s)
 
 # --- saturation -------------------------------------------------------------------------
 # A replay ends when its log does: the synthetic log is made long enough for the window
-# (its queries follow the same distribution whatever its length).
+# (its queries follow the same distribution whatever its length). The caches are warmed
+# first (closed loop, WARM_SECS), so saturation is measured on warm replicas.
 if [ -z "$RATE" ]; then
   SAT_QUERIES=$((SYNTH_QUERIES > 30000 * SAT_SECS ? SYNTH_QUERIES : 30000 * SAT_SECS))
+  if [ "$WARM_SECS" -gt 0 ]; then
+    timeout $((WARM_SECS + 60)) "${REPLAY[@]}" --synth-queries "$SAT_QUERIES" --shuffle-seed 1000 \
+      --concurrency "$SAT_CONCURRENCY" --duration "${WARM_SECS}s" >"$SOAK_DIR/warm-up.txt" 2>&1
+  fi
   timeout $((SAT_SECS + 60)) "${REPLAY[@]}" --synth-queries "$SAT_QUERIES" \
     --concurrency "$SAT_CONCURRENCY" --duration "${SAT_SECS}s" \
     --json "$SOAK_DIR/saturation.json" >"$SOAK_DIR/saturation.txt" 2>&1
@@ -190,12 +196,13 @@ WINDOW_QUERIES=$((RATE * WINDOW * 11 / 10 + 1000))
 
 # --- background: sampler, slowloris, chaos ----------------------------------------------
 sampler() {
+  set +e
   local i p
   while :; do
     for p in balancer:$BPID $(for ((i = 0; i < REPLICAS; i++)); do echo "r$i:$(cat "$SOAK_DIR/r$i.pid")"; done); do
       local name=${p%%:*} pid=${p##*:} rss fds
       rss=$(awk '/^VmRSS:/ { print $2 }' "/proc/$pid/status" 2>/dev/null || true)
-      fds=$(ls "/proc/$pid/fd" 2>/dev/null | wc -l)
+      fds=$(ls "/proc/$pid/fd" 2>/dev/null | wc -l || true)
       [ -n "$rss" ] && printf '%s\t%s\t%s\t%s\t%s\n' "$(now)" "$name" "$pid" "$rss" "$fds" >>"$SAMPLES"
     done
     sleep "$SAMPLE_EVERY"
@@ -204,6 +211,7 @@ sampler() {
 for ((i = 0; i < REPLICAS; i++)); do echo "${RPID[i]}" >"$SOAK_DIR/r$i.pid"; done
 
 slowloris() { # holds SLOWLORIS connections that send one byte every 5 s
+  set +e
   trap '' PIPE
   local -a fds
   local i fd opened=0 closed=0
@@ -234,6 +242,7 @@ slowloris() { # holds SLOWLORIS connections that send one byte every 5 s
 }
 
 chaos() {
+  set +e
   local step=0 r0 r1 r2 code
   sleep "$CHAOS_EVERY"
   while :; do

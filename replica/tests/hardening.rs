@@ -243,3 +243,17 @@ fn sigterm_with_half_sent_requests_exits_at_once_with_status_0() {
     assert!(st.success(), "{st:?}");
     assert!(took < Duration::from_secs(2), "{took:?}");
 }
+
+#[test]
+fn a_request_head_past_32_kib_is_refused() {
+    let r = Replica::start(&[], |_| {});
+    let big = "a".repeat(40 << 10);
+    let mut s = connect(r.addr, Duration::from_secs(5));
+    let _ = write!(
+        s,
+        "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: {big}\r\n\r\n"
+    );
+    let resp = read_response(&mut s);
+    assert_eq!(resp.map(|r| r.status), Some(431));
+    assert_eq!(request(r.addr, "GET", "/healthz", &[], b"").status, 200);
+}

@@ -12,7 +12,8 @@
 //!   http-request`, Go's `ReadHeaderTimeout`) and an idle keep-alive timeout (between the end
 //!   of a response and the first byte of the next request: HAProxy's `timeout
 //!   http-keep-alive`, Go's `IdleTimeout`). On stop, connections with no request in flight
-//!   (idle, or with a half-sent request) close at once; requests in flight finish.
+//!   (idle, or with a half-sent request) close at once; requests in flight finish. A
+//!   request head is at most 32 KiB (431 past it).
 //! * [`rlimit`]: raise the soft open-file limit to the hard one at start (as HAProxy and
 //!   nginx do) and size the connection cap to what the limit allows.
 //! * [`signals`]: SIGTERM/SIGINT as a stop future, SIGHUP handled before any slow start-up.
