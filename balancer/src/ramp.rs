@@ -427,7 +427,14 @@ mod tests {
         let hashes = [h];
         let q = QueryKey::new(h, &hashes);
         let scores = r.at(p).score(q.term_hashes);
-        let d = pick(&scores, 4, 0.05, 0.0, &StaticLoad::idle(4), &mut Rng::new(1));
+        let d = pick(
+            &scores,
+            4,
+            0.05,
+            0.0,
+            &StaticLoad::idle(4),
+            &mut Rng::new(1),
+        );
         assert_eq!(d.reason, Reason::Vote);
         usize::from(d.replica)
     }

@@ -51,14 +51,19 @@ pub fn partition(
     // METIS seeds one process-wide random generator (GKlib's), so two partitions running
     // at once would draw from each other's sequence and stop being reproducible.
     let _one_at_a_time = METIS.lock().unwrap_or_else(|e| e.into_inner());
-    let cut = Graph::new(crate::graph::CONSTRAINTS as i32, parts as i32, &graph.xadj, &graph.adjncy)
-        .map_err(|e| err(&format!("{e:?}")))?
-        .set_vwgt(&graph.vwgt)
-        .set_adjwgt(&graph.adjwgt)
-        .set_option(UFactor(ufactor))
-        .set_option(Seed((seed % (i32::MAX as u64)) as i32))
-        .part_kway(&mut part)
-        .map_err(|e| err(&format!("{e:?}")))?;
+    let cut = Graph::new(
+        crate::graph::CONSTRAINTS as i32,
+        parts as i32,
+        &graph.xadj,
+        &graph.adjncy,
+    )
+    .map_err(|e| err(&format!("{e:?}")))?
+    .set_vwgt(&graph.vwgt)
+    .set_adjwgt(&graph.adjwgt)
+    .set_option(UFactor(ufactor))
+    .set_option(Seed((seed % (i32::MAX as u64)) as i32))
+    .part_kway(&mut part)
+    .map_err(|e| err(&format!("{e:?}")))?;
     Ok(Partition {
         part: part.into_iter().map(|p| p as u16).collect(),
         edge_cut: i64::from(cut),

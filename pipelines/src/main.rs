@@ -7,8 +7,8 @@
 mod chart;
 mod cmd;
 mod inputs;
-mod routing_args;
 mod progress;
+mod routing_args;
 
 use std::process::ExitCode;
 

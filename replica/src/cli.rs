@@ -4,7 +4,11 @@
 //!
 //! Prints the index summary, the direct-I/O mode and `listening on ADDR` (the bound
 //! address, so `--listen 127.0.0.1:0` can be discovered by a test or script), then serves
-//! until SIGTERM or SIGINT and drains the requests in flight.
+//! with the hardened loop of the `serving` crate (header and idle timeouts, a connection cap
+//! sized to the open-file limit, which is raised to the hard limit at start) until SIGTERM or
+//! SIGINT: idle connections and half-sent requests close at once, the requests in flight
+//! finish, and the process exits 0. SIGHUP is ignored. Logs go to stderr through `tracing`
+//! (`RUST_LOG`, `--log-format`).
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -25,6 +29,8 @@ use metrics_exporter_prometheus::PrometheusBuilder;
 
 /// Longest wait for in-flight requests after a shutdown signal.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+/// Open file descriptors one client connection needs.
+const FDS_PER_CONNECTION: u64 = 1;
 
 /// A ballot search replica: postings on flash behind a RAM cache, over HTTP.
 #[derive(Parser, Debug)]
@@ -68,6 +74,21 @@ struct Args {
     /// Use buffered reads + fadvise(DONTNEED) even where O_DIRECT works.
     #[arg(long)]
     no_direct_io: bool,
+    /// Milliseconds a client has to send a request head, from the connection's start or
+    /// from the first byte of a later request.
+    #[arg(long, default_value_t = 10_000)]
+    header_timeout_ms: u64,
+    /// Milliseconds a keep-alive connection may sit idle between requests.
+    #[arg(long, default_value_t = 60_000)]
+    idle_timeout_ms: u64,
+    /// Open client connections at most; past it new connections wait in the listen backlog
+    /// (default 10000, lowered to what the open-file limit allows).
+    #[arg(long)]
+    max_connections: Option<usize>,
+    /// Log lines as `text` or `json` (default: $BALLOT_LOG_FORMAT, else text); `RUST_LOG`
+    /// filters them (default `info`).
+    #[arg(long)]
+    log_format: Option<String>,
 }
 
 /// Parses `args` (the first item is the program name) and serves until a shutdown signal.
@@ -76,7 +97,15 @@ where
     I: IntoIterator<Item = T>,
     T: Into<std::ffi::OsString> + Clone,
 {
-    match run(Args::parse_from(args)) {
+    let args = Args::parse_from(args);
+    match serving::logging::LogFormat::choose(args.log_format.as_deref()) {
+        Ok(f) => serving::logging::init(f),
+        Err(e) => {
+            eprintln!("replica: error: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    }
+    match run(args) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("replica: error: {e:#}");
@@ -99,11 +128,45 @@ fn pin_mmap_threshold() {
     }
 }
 
+/// The connection limits from the flags, the cap fitted to the open-file limit (raised to
+/// the hard limit first).
+fn limits(args: &Args) -> Result<serving::Limits> {
+    let nofile = serving::rlimit::raise_nofile().context("reading the open-file limit")?;
+    if let Some(from) = nofile.raised_from {
+        tracing::info!(from, to = nofile.soft, "raised the open-file limit");
+    }
+    let wanted = args
+        .max_connections
+        .unwrap_or(serving::limits::DEFAULT_MAX_CONNECTIONS);
+    let max_connections = serving::rlimit::fit_connections(wanted, nofile.soft, FDS_PER_CONNECTION);
+    if max_connections < wanted && args.max_connections.is_some() {
+        tracing::warn!(
+            wanted,
+            max_connections,
+            nofile = nofile.soft,
+            "--max-connections lowered to fit the open-file limit"
+        );
+    }
+    let limits = serving::Limits {
+        header_timeout: Duration::from_millis(args.header_timeout_ms),
+        idle_timeout: Duration::from_millis(args.idle_timeout_ms),
+        max_connections,
+    };
+    limits.validate().map_err(anyhow::Error::msg)?;
+    Ok(limits)
+}
+
 fn run(args: Args) -> Result<()> {
+    // SIGHUP must not kill the replica, not even while it opens its index.
+    serving::signals::ignore_hangup();
     pin_mmap_threshold();
     if args.max_inflight == 0 {
         bail!("--max-inflight must be at least 1");
     }
+    if args.max_connections == Some(0) {
+        bail!("--max-connections must be at least 1");
+    }
+    let limits = limits(&args)?;
     let store = FlashStore::open(
         &args.index,
         StoreOptions {
@@ -167,6 +230,14 @@ fn run(args: Args) -> Result<()> {
         .build()
         .context("starting the tokio runtime")?;
     runtime.block_on(async move {
+        let (mut hup, mut stop) = serving::signals::Signals::install()
+            .context("installing the signal handlers")?
+            .take_hup();
+        tokio::spawn(async move {
+            while hup.recv().await.is_some() {
+                tracing::info!("SIGHUP: the replica has nothing to reload; ignored");
+            }
+        });
         let listener = tokio::net::TcpListener::bind(args.listen)
             .await
             .with_context(|| format!("binding {}", args.listen))?;
@@ -182,33 +253,18 @@ fn run(args: Args) -> Result<()> {
                 handle.run_upkeep();
             }
         });
-        serve(listener, state, shutdown_signal()).await?;
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let gate = serving::Gate::new("client", limits);
+        let server = tokio::spawn(serve(listener, state, gate, stop_rx));
+        let sig = stop.recv().await;
+        tracing::info!("{sig}: draining the requests in flight");
+        let _ = stop_tx.send(true);
+        if tokio::time::timeout(DRAIN_TIMEOUT, server).await.is_err() {
+            tracing::warn!(
+                "drain limit of {DRAIN_TIMEOUT:?} passed; exiting with requests in flight"
+            );
+        }
         println!("drained; bye");
         Ok(())
     })
-}
-
-/// Resolves on SIGTERM or SIGINT, and arms the drain timeout.
-async fn shutdown_signal() {
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(e) => {
-                eprintln!("replica: cannot watch SIGTERM: {e}");
-                std::future::pending::<()>().await;
-            }
-        }
-    };
-    tokio::select! {
-        _ = term => {}
-        _ = tokio::signal::ctrl_c() => {}
-    }
-    eprintln!("replica: shutting down, draining in-flight requests");
-    tokio::spawn(async {
-        tokio::time::sleep(DRAIN_TIMEOUT).await;
-        eprintln!("replica: drain timed out after {DRAIN_TIMEOUT:?}");
-        std::process::exit(1);
-    });
 }

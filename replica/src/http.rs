@@ -1,4 +1,5 @@
-//! The replica's HTTP API (axum 0.8): `GET /search`, `/healthz`, `/metrics`, `/stats`.
+//! The replica's HTTP API (axum 0.8): `GET /search`, `/healthz`, `/metrics`, `/stats`, served
+//! by the shared hardened HTTP/1 loop of the `serving` crate.
 //!
 //! Query evaluation blocks (flash reads, emulated bandwidth), so each search runs on tokio's
 //! blocking pool and the async workers only parse, admit and serialize. The pool has at most
@@ -11,7 +12,6 @@
 //! balancer can retry elsewhere while latency and memory stay bounded. The query string is
 //! decoded by hand so every malformed input gets its own 400 with a JSON error.
 
-use std::future::Future;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -22,6 +22,7 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
+use hyper_util::service::TowerToHyperService;
 use metrics_exporter_prometheus::PrometheusHandle;
 use serde::Serialize;
 use serde_json::json;
@@ -127,22 +128,26 @@ pub fn router(state: Arc<AppState>) -> Router {
         .with_state(state)
 }
 
-/// Serves on `listener` until `shutdown` resolves, then stops accepting and waits for the
-/// requests in flight.
+/// Serves on `listener` with the hardened HTTP/1 loop of [`serving`] (header and idle
+/// timeouts, the connection cap of `gate`) until `stop` turns true: `/healthz` then answers
+/// 503 `draining`, idle connections and half-sent requests close at once, and this returns
+/// once the requests in flight have finished.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: Arc<AppState>,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    let app = router(state.clone());
+    gate: Arc<serving::Gate>,
+    stop: tokio::sync::watch::Receiver<bool>,
+) {
+    let svc = TowerToHyperService::new(router(state.clone()));
     state.set_health(Health::Serving);
     let drain_state = state.clone();
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            shutdown.await;
+    let mut watch_stop = stop.clone();
+    tokio::spawn(async move {
+        if watch_stop.wait_for(|&s| s).await.is_ok() {
             drain_state.set_health(Health::Draining);
-        })
-        .await
+        }
+    });
+    serving::serve(gate, listener, move |_peer| svc.clone(), stop).await;
 }
 
 fn error(status: StatusCode, msg: impl Into<String>) -> Response {

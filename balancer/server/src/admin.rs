@@ -11,61 +11,132 @@
 //! | `POST /admin/replicas` | `{"name": ..., "address": ...}`: add |
 //! | `DELETE /admin/replicas/{name}` | remove |
 //! | `POST /admin/replicas/{name}/drain`, `.../enable` | stop or resume new queries |
+//!
+//! The `/admin/` routes need `Authorization: Bearer <admin_token>`, checked by a middleware
+//! before any body byte is read (a request without the token gets its 401 at once, however
+//! large its `Content-Length`), with a comparison whose time depends on neither the token's
+//! bytes nor its length (both sides padded to [`MAX_TOKEN_BYTES`]). Bodies are read up to a
+//! limit (`admin_max_upload_bytes` for tables, 64 KiB otherwise; 413 past it). A `{"path":
+//! ...}` reload only reads files inside `tables_dir` ([`tables`](crate::tables)).
 
 use std::sync::Arc;
 
-use axum::extract::{DefaultBodyLimit, Path as UrlPath, State as AxState};
+use axum::body::Body;
+use axum::extract::{Path as UrlPath, Request, State as AxState};
 use axum::http::{header, HeaderMap, StatusCode};
+use axum::middleware::{from_fn_with_state, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use http_body_util::BodyExt;
 use hyper::body::Bytes;
 use serde::Deserialize;
 use serde_json::json;
 
+pub use crate::config::MAX_TOKEN_BYTES;
 use crate::metrics as m;
 use crate::proxy::json_error;
 use crate::reload::{reload, ReloadError, Source};
 use crate::state::MembershipError;
+use crate::tables::{read_in_dir, NOT_A_TABLE};
 use crate::App;
 
-/// Largest accepted table upload.
-const MAX_UPLOAD: usize = 1 << 30;
+/// Largest body of the small JSON admin requests.
+const MAX_JSON_BODY: u64 = 64 << 10;
 
-/// The 401 response for a request without the right token, or `None` if authorized.
-fn unauthorized(app: &App, headers: &HeaderMap) -> Option<Response> {
-    let Some(token) = app.state.cfg.admin_token.as_deref() else {
-        return Some(json_error(
+/// The admin token, padded once to [`MAX_TOKEN_BYTES`] for the comparison.
+#[derive(Clone)]
+pub struct Token {
+    padded: [u8; MAX_TOKEN_BYTES],
+    len: usize,
+}
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Token(..)")
+    }
+}
+
+impl Token {
+    /// The token `t` (at most [`MAX_TOKEN_BYTES`] bytes, checked by the config).
+    pub fn new(t: &str) -> Option<Token> {
+        let b = t.as_bytes();
+        if b.len() > MAX_TOKEN_BYTES {
+            return None;
+        }
+        let mut padded = [0u8; MAX_TOKEN_BYTES];
+        padded[..b.len()].copy_from_slice(b);
+        Some(Token {
+            padded,
+            len: b.len(),
+        })
+    }
+
+    /// Whether `given` is the token. Always compares all [`MAX_TOKEN_BYTES`] bytes and the
+    /// lengths, without an early exit: its time tells nothing about the token.
+    pub fn matches(&self, given: &[u8]) -> bool {
+        let mut other = [0u8; MAX_TOKEN_BYTES];
+        let n = given.len().min(MAX_TOKEN_BYTES);
+        other[..n].copy_from_slice(&given[..n]);
+        let mut diff = 0u8;
+        for (a, b) in self.padded.iter().zip(other.iter()) {
+            diff |= a ^ b;
+        }
+        let len_diff = (given.len() ^ self.len) as u64;
+        std::hint::black_box(u64::from(std::hint::black_box(diff)) | len_diff) == 0
+    }
+}
+
+/// Refuses an `/admin/` request without the right bearer token, before its body is read.
+async fn require_token(AxState(app): AxState<Arc<App>>, req: Request, next: Next) -> Response {
+    let Some(token) = &app.admin_token else {
+        return json_error(
             StatusCode::UNAUTHORIZED,
             "the admin API is disabled: no admin token is configured",
-        ));
+        );
     };
-    let given = headers
+    let given = req
+        .headers()
         .get(header::AUTHORIZATION)
+        .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "))
+        .unwrap_or(b"");
+    if !token.matches(given) {
+        return json_error(StatusCode::UNAUTHORIZED, "missing or wrong bearer token");
+    }
+    next.run(req).await
+}
+
+/// Reads `body` up to `limit` bytes: a declared `Content-Length` over the limit is refused
+/// before anything is read.
+async fn read_body(headers: &HeaderMap, body: Body, limit: u64) -> Result<Bytes, Response> {
+    let too_large = || {
+        json_error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("the request body is larger than {limit} bytes"),
+        )
+    };
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .unwrap_or("");
-    // Compare without an early exit on the first differing byte.
-    let same = given.len() == token.len()
-        && given
-            .bytes()
-            .zip(token.bytes())
-            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-            == 0;
-    (!same).then(|| json_error(StatusCode::UNAUTHORIZED, "missing or wrong bearer token"))
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit) {
+        return Err(too_large());
+    }
+    let limited = http_body_util::Limited::new(body, usize::try_from(limit).unwrap_or(usize::MAX));
+    match limited.collect().await {
+        Ok(c) => Ok(c.to_bytes()),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(too_large()),
+        Err(e) => Err(json_error(
+            StatusCode::BAD_REQUEST,
+            format!("cannot read the request body: {e}"),
+        )),
+    }
 }
 
 /// The admin router.
 pub fn router(app: Arc<App>) -> Router {
-    Router::new()
-        .route("/healthz", get(|| async { "ok\n" }))
-        .route("/metrics", get(metrics))
-        .route(
-            "/admin/table",
-            get(table_status)
-                .post(post_table)
-                .layer(DefaultBodyLimit::max(MAX_UPLOAD)),
-        )
+    let admin = Router::new()
+        .route("/admin/table", get(table_status).post(post_table))
         .route("/admin/replicas", get(list_replicas).post(add_replica))
         .route(
             "/admin/replicas/{name}",
@@ -73,6 +144,11 @@ pub fn router(app: Arc<App>) -> Router {
         )
         .route("/admin/replicas/{name}/drain", post(drain))
         .route("/admin/replicas/{name}/enable", post(enable))
+        .route_layer(from_fn_with_state(Arc::clone(&app), require_token));
+    Router::new()
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/metrics", get(metrics))
+        .merge(admin)
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(app)
@@ -138,10 +214,7 @@ fn membership_status(e: &MembershipError) -> StatusCode {
     }
 }
 
-async fn table_status(AxState(app): AxState<Arc<App>>, headers: HeaderMap) -> Response {
-    if let Some(r) = unauthorized(&app, &headers) {
-        return r;
-    }
+async fn table_status(AxState(app): AxState<Arc<App>>) -> Response {
     Json(table_json(&app)).into_response()
 }
 
@@ -151,18 +224,60 @@ struct TablePath {
     path: std::path::PathBuf,
 }
 
-async fn post_table(AxState(app): AxState<Arc<App>>, headers: HeaderMap, body: Bytes) -> Response {
-    if let Some(r) = unauthorized(&app, &headers) {
-        return r;
+/// A rejected path reload: counted, logged with its reason, answered with [`NOT_A_TABLE`].
+fn not_a_table(requested: &std::path::Path, why: &str) -> Response {
+    metrics::counter!(m::RELOAD_FAILURES).increment(1);
+    tracing::warn!(
+        path = %requested.display(),
+        "table reload by path rejected, the old table keeps serving: {why}"
+    );
+    json_error(StatusCode::UNPROCESSABLE_ENTITY, NOT_A_TABLE)
+}
+
+/// Reads the table file of a `{"path": ...}` reload from `tables_dir`.
+async fn read_table_file(app: &App, requested: std::path::PathBuf) -> Result<Vec<u8>, Response> {
+    let cfg = &app.state.cfg.config;
+    let Some(dir) = cfg.tables_dir.clone() else {
+        metrics::counter!(m::RELOAD_FAILURES).increment(1);
+        return Err(json_error(
+            StatusCode::FORBIDDEN,
+            "reloads by path are off: no tables_dir is configured (send the table as the \
+             request body instead)",
+        ));
+    };
+    let limit = cfg.admin_max_upload_bytes;
+    let path = requested.clone();
+    match tokio::task::spawn_blocking(move || read_in_dir(&dir, &path, limit)).await {
+        Ok(Ok(bytes)) => Ok(bytes),
+        Ok(Err(why)) => Err(not_a_table(&requested, &why)),
+        Err(e) => Err(not_a_table(&requested, &format!("reader failed: {e}"))),
     }
+}
+
+async fn post_table(AxState(app): AxState<Arc<App>>, headers: HeaderMap, body: Body) -> Response {
+    if app.state.table_replicas().is_none() {
+        metrics::counter!(m::RELOAD_FAILURES).increment(1);
+        let e = ReloadError::NoTable(app.state.kind.to_string());
+        return json_error(StatusCode::CONFLICT, e.to_string());
+    }
+    let body = match read_body(&headers, body, app.state.cfg.config.admin_max_upload_bytes).await {
+        Ok(b) => b,
+        Err(r) => {
+            metrics::counter!(m::RELOAD_FAILURES).increment(1);
+            return r;
+        }
+    };
     let is_json = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.starts_with("application/json"))
         || body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
-    let source = if is_json {
+    let (source, by_path) = if is_json {
         match serde_json::from_slice::<TablePath>(&body) {
-            Ok(p) => Source::Path(p.path),
+            Ok(p) => match read_table_file(&app, p.path.clone()).await {
+                Ok(bytes) => (Source::Bytes(bytes), Some(p.path)),
+                Err(r) => return r,
+            },
             Err(e) => {
                 metrics::counter!(m::RELOAD_FAILURES).increment(1);
                 return json_error(
@@ -178,19 +293,24 @@ async fn post_table(AxState(app): AxState<Arc<App>>, headers: HeaderMap, body: B
             "empty body: send {\"path\": \"...\"} or a Parquet voting table",
         );
     } else {
-        Source::Bytes(body.to_vec())
+        (Source::Bytes(body.to_vec()), None)
     };
+    drop(body);
     match reload(Arc::clone(&app.state), source).await {
         Ok(loaded) => Json(json!({ "loaded": loaded, "table": table_json(&app) })).into_response(),
         Err(e @ ReloadError::NoTable(_)) => json_error(StatusCode::CONFLICT, e.to_string()),
+        // The same answer as a missing file: the API tells nothing about what a path holds.
+        Err(e) if by_path.is_some() => {
+            if let Some(p) = &by_path {
+                tracing::warn!(path = %p.display(), "table reload by path rejected: {e}");
+            }
+            json_error(StatusCode::UNPROCESSABLE_ENTITY, NOT_A_TABLE)
+        }
         Err(e) => json_error(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()),
     }
 }
 
-async fn list_replicas(AxState(app): AxState<Arc<App>>, headers: HeaderMap) -> Response {
-    if let Some(r) = unauthorized(&app, &headers) {
-        return r;
-    }
+async fn list_replicas(AxState(app): AxState<Arc<App>>) -> Response {
     let members = app.state.members.load();
     let list: Vec<_> = members
         .slots
@@ -218,10 +338,11 @@ struct NewReplica {
     address: String,
 }
 
-async fn add_replica(AxState(app): AxState<Arc<App>>, headers: HeaderMap, body: Bytes) -> Response {
-    if let Some(r) = unauthorized(&app, &headers) {
-        return r;
-    }
+async fn add_replica(AxState(app): AxState<Arc<App>>, headers: HeaderMap, body: Body) -> Response {
+    let body = match read_body(&headers, body, MAX_JSON_BODY).await {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
     let new: NewReplica = match serde_json::from_slice(&body) {
         Ok(n) => n,
         Err(e) => {
@@ -249,11 +370,7 @@ async fn add_replica(AxState(app): AxState<Arc<App>>, headers: HeaderMap, body: 
 async fn remove_replica(
     AxState(app): AxState<Arc<App>>,
     UrlPath(name): UrlPath<String>,
-    headers: HeaderMap,
 ) -> Response {
-    if let Some(r) = unauthorized(&app, &headers) {
-        return r;
-    }
     match app.state.remove_replica(&name) {
         Ok(rep) => {
             metrics::gauge!(m::IN_FLIGHT, "replica" => rep.name.clone()).set(0.0);
@@ -264,10 +381,7 @@ async fn remove_replica(
     }
 }
 
-fn set_drained(app: &App, headers: &HeaderMap, name: &str, drained: bool) -> Response {
-    if let Some(r) = unauthorized(app, headers) {
-        return r;
-    }
+fn set_drained(app: &App, name: &str, drained: bool) -> Response {
     match app.state.members.load().find(name) {
         Some((index, rep)) => {
             rep.set_drained(drained);
@@ -277,18 +391,36 @@ fn set_drained(app: &App, headers: &HeaderMap, name: &str, drained: bool) -> Res
     }
 }
 
-async fn drain(
-    AxState(app): AxState<Arc<App>>,
-    UrlPath(name): UrlPath<String>,
-    headers: HeaderMap,
-) -> Response {
-    set_drained(&app, &headers, &name, true)
+async fn drain(AxState(app): AxState<Arc<App>>, UrlPath(name): UrlPath<String>) -> Response {
+    set_drained(&app, &name, true)
 }
 
-async fn enable(
-    AxState(app): AxState<Arc<App>>,
-    UrlPath(name): UrlPath<String>,
-    headers: HeaderMap,
-) -> Response {
-    set_drained(&app, &headers, &name, false)
+async fn enable(AxState(app): AxState<Arc<App>>, UrlPath(name): UrlPath<String>) -> Response {
+    set_drained(&app, &name, false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_token_comparison_checks_bytes_and_length() {
+        let t = Token::new("s3cret").expect("short token");
+        assert!(t.matches(b"s3cret"));
+        for bad in [
+            &b""[..],
+            b"s3cre",
+            b"s3cret\0",
+            b"s3creT",
+            b"s3cretX",
+            &[b'x'; 300],
+        ] {
+            assert!(!t.matches(bad), "{bad:?}");
+        }
+        let long = "a".repeat(MAX_TOKEN_BYTES);
+        let t = Token::new(&long).expect("longest token");
+        assert!(t.matches(long.as_bytes()));
+        assert!(!t.matches(format!("{long}a").as_bytes()));
+        assert!(Token::new(&format!("{long}a")).is_none());
+    }
 }

@@ -7,21 +7,30 @@
 //! admin API and metrics on a second listener.
 //!
 //! Prints `listening on ADDR` and `admin on ADDR` (the bound addresses) once both listeners
-//! are up. SIGHUP re-reads the configured voting table; SIGTERM and SIGINT stop accepting,
-//! drain the requests in flight, and exit.
+//! are up. Both listeners run the hardened loop of the `serving` crate (header and idle
+//! timeouts, a connection cap fitted to the open-file limit, which is raised to the hard
+//! limit at start). SIGHUP re-reads the configured voting table (its handler is installed
+//! before the first table load, so a SIGHUP during that load is queued, not fatal); SIGTERM
+//! and SIGINT stop accepting, close idle connections and half-sent requests at once, drain
+//! the requests in flight, and exit 0. Logs go to stderr through `tracing` (`RUST_LOG`,
+//! `--log-format`); `access_log = true` adds one line per request.
 
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::config::Config;
+use crate::config::{Config, FDS_PER_CONNECTION};
 use crate::reload::{reload, Source};
 use crate::{admin, front, App};
 use anyhow::Context;
 use clap::Parser;
-use tokio::signal::unix::{signal, SignalKind};
+use hyper_util::service::TowerToHyperService;
+use serving::logging::LogFormat;
 use tokio::sync::watch;
+
+/// Open connections to the admin listener at most.
+const ADMIN_MAX_CONNECTIONS: usize = 64;
 
 /// ballot's cache-aware HTTP load balancer.
 #[derive(Parser, Debug)]
@@ -34,6 +43,10 @@ struct Args {
     /// (default: one per CPU).
     #[arg(long)]
     workers: Option<usize>,
+    /// Log lines as `text` or `json` (default: $BALLOT_LOG_FORMAT, else text); `RUST_LOG`
+    /// filters them (default `info`).
+    #[arg(long)]
+    log_format: Option<String>,
 }
 
 /// Parses `args` (the first item is the program name), serves until SIGTERM or SIGINT and
@@ -44,6 +57,9 @@ where
     T: Into<std::ffi::OsString> + Clone,
 {
     let args = Args::parse_from(args);
+    serving::logging::init(
+        LogFormat::choose(args.log_format.as_deref()).map_err(anyhow::Error::msg)?,
+    );
     let cfg = Config::load(&args.config)?;
     let workers = match args.workers {
         Some(0) => anyhow::bail!("--workers must be at least 1"),
@@ -61,11 +77,46 @@ where
     rt.block_on(run(cfg, workers))
 }
 
+/// The client listener's limits: the configured ones with the connection cap fitted to the
+/// open-file limit, raised to the hard limit first.
+fn client_limits(cfg: &crate::config::Validated) -> anyhow::Result<serving::Limits> {
+    let nofile = serving::rlimit::raise_nofile().context("reading the open-file limit")?;
+    if let Some(from) = nofile.raised_from {
+        tracing::info!(from, to = nofile.soft, "raised the open-file limit");
+    }
+    let mut limits = cfg.config.client_limits();
+    let wanted = limits.max_connections;
+    limits.max_connections =
+        serving::rlimit::fit_connections(wanted, nofile.soft, FDS_PER_CONNECTION);
+    if limits.max_connections < wanted && cfg.config.max_connections.is_some() {
+        tracing::warn!(
+            wanted,
+            max_connections = limits.max_connections,
+            nofile = nofile.soft,
+            "max_connections lowered to fit the open-file limit"
+        );
+    }
+    Ok(limits)
+}
+
 async fn run(cfg: crate::config::Validated, workers: usize) -> anyhow::Result<()> {
+    // Signal handlers first: a SIGHUP or SIGTERM during the table load below waits in its
+    // queue instead of killing the process.
+    let (mut hup, mut stop_signal) = serving::signals::Signals::install()
+        .context("cannot install the signal handlers")?
+        .take_hup();
     let listen = cfg.config.listen;
     let admin_listen = cfg.config.admin_listen;
     let drain_limit = cfg.deadline() + Duration::from_secs(1);
     let table_path = cfg.config.policy.table.clone();
+    let limits = client_limits(&cfg)?;
+    let admin_limits = serving::Limits {
+        max_connections: ADMIN_MAX_CONNECTIONS,
+        ..limits
+    };
+    if let (Some(p), true) = (&table_path, cfg.policy.needs_table()) {
+        tracing::info!("loading voting table {}", p.display());
+    }
     let app = App::build(cfg)?;
 
     let mut clients = front::bind(listen, workers)
@@ -81,48 +132,56 @@ async fn run(cfg: crate::config::Validated, workers: usize) -> anyhow::Result<()
         writeln!(out, "admin on {}", admin_l.local_addr()?)?;
         out.flush()?;
     }
+    tracing::info!(
+        max_connections = limits.max_connections,
+        header_timeout_ms = limits.header_timeout.as_millis() as u64,
+        idle_timeout_ms = limits.idle_timeout.as_millis() as u64,
+        max_in_flight = app.proxy.admission.max(),
+        workers,
+        "serving"
+    );
     app.spawn_background();
 
     let (stop_tx, stop_rx) = watch::channel(false);
-    let mut term = signal(SignalKind::terminate()).context("cannot catch SIGTERM")?;
-    let mut int = signal(SignalKind::interrupt()).context("cannot catch SIGINT")?;
-    let mut hup = signal(SignalKind::hangup()).context("cannot catch SIGHUP")?;
     let hup_app = Arc::clone(&app);
     tokio::spawn(async move {
         while hup.recv().await.is_some() {
             match &table_path {
                 Some(p) => {
-                    eprintln!("balancer: SIGHUP: re-reading {}", p.display());
+                    tracing::info!("SIGHUP: re-reading {}", p.display());
                     // Errors are logged and counted by `reload`.
                     let _ = reload(Arc::clone(&hup_app.state), Source::Path(p.clone())).await;
                 }
-                None => eprintln!("balancer: SIGHUP ignored: no voting table configured"),
+                None => tracing::info!("SIGHUP ignored: no voting table configured"),
             }
         }
     });
 
-    let wait = |mut rx: watch::Receiver<bool>| async move {
-        let _ = rx.wait_for(|&s| s).await;
-    };
-    let client_srv = front::serve_client(client, Arc::clone(&app), stop_rx.clone());
+    let gate = serving::Gate::new("client", limits);
+    let client_srv =
+        front::serve_client(client, Arc::clone(&app), Arc::clone(&gate), stop_rx.clone());
     let mut shards = Vec::with_capacity(clients.len());
     for (i, l) in clients.into_iter().enumerate() {
         shards.push(front::spawn_worker(
             i + 1,
             l,
             Arc::clone(&app),
+            Arc::clone(&gate),
             stop_rx.clone(),
         )?);
     }
-    let admin_srv = axum::serve(admin_l, admin::router(Arc::clone(&app)))
-        .with_graceful_shutdown(wait(stop_rx.clone()));
+    let admin_svc = TowerToHyperService::new(admin::router(Arc::clone(&app)));
+    let admin_srv = serving::serve(
+        serving::Gate::new("admin", admin_limits),
+        admin_l,
+        move |_peer| admin_svc.clone(),
+        stop_rx.clone(),
+    );
     let client_task = tokio::spawn(client_srv);
-    let admin_task = tokio::spawn(async move { admin_srv.await });
+    let admin_task = tokio::spawn(admin_srv);
 
-    tokio::select! {
-        _ = term.recv() => eprintln!("balancer: SIGTERM: draining"),
-        _ = int.recv() => eprintln!("balancer: SIGINT: draining"),
-    }
+    let sig = stop_signal.recv().await;
+    tracing::info!("{sig}: draining the requests in flight");
     let _ = stop_tx.send(true);
     let drained = tokio::time::timeout(drain_limit, async {
         let _ = client_task.await;
@@ -133,7 +192,10 @@ async fn run(cfg: crate::config::Validated, workers: usize) -> anyhow::Result<()
     })
     .await;
     if drained.is_err() {
-        eprintln!("balancer: drain limit passed; exiting with requests in flight");
+        tracing::warn!(
+            open = gate.open(),
+            "drain limit of {drain_limit:?} passed; exiting with requests in flight"
+        );
     }
     Ok(())
 }

@@ -19,6 +19,13 @@
 //! retries = 2
 //! ramp_queries = 2000                # routed queries over which a reloaded table ramps in
 //! max_query_bytes = 2048
+//! header_timeout_ms = 10000           # client: send a request head within this
+//! idle_timeout_ms = 60000             # client: keep-alive connection idle at most this
+//! max_connections = 10000             # open client connections (lowered to fit ulimit -n)
+//! max_in_flight = 4096                # client requests in flight; past it 503 + Retry-After
+//! admin_max_upload_bytes = 67108864   # largest POST /admin/table body
+//! tables_dir = "tables"               # {"path": ...} reloads only read tables in here
+//! access_log = false                  # one log line per client request
 //!
 //! [health]
 //! interval_ms = 1000
@@ -212,6 +219,32 @@ pub struct Config {
     /// Longest accepted `q`, in bytes after percent-decoding.
     #[serde(default = "default_max_query_bytes")]
     pub max_query_bytes: usize,
+    /// Milliseconds a client has to send a request head, from the connection's start or
+    /// from the first byte of a later request.
+    #[serde(default = "default_header_timeout_ms")]
+    pub header_timeout_ms: u64,
+    /// Milliseconds a client keep-alive connection may sit idle between requests.
+    #[serde(default = "default_idle_timeout_ms")]
+    pub idle_timeout_ms: u64,
+    /// Open client connections at most (default 10,000, lowered to fit the open-file
+    /// limit); past it new connections wait in the listen backlog, as with HAProxy's
+    /// `maxconn`.
+    #[serde(default)]
+    pub max_connections: Option<usize>,
+    /// Client requests in flight at most; past it a request gets 503 with `Retry-After`.
+    #[serde(default = "default_max_in_flight")]
+    pub max_in_flight: usize,
+    /// Largest accepted `POST /admin/table` body (and table file read by a path reload).
+    #[serde(default = "default_admin_max_upload_bytes")]
+    pub admin_max_upload_bytes: u64,
+    /// The directory `{"path": ...}` table reloads may read from (relative to this file);
+    /// without it path reloads are refused (uploads still work).
+    #[serde(default)]
+    pub tables_dir: Option<PathBuf>,
+    /// Log one line per client request (target `access`: time, replica, reason, status,
+    /// latency, attempts, request id).
+    #[serde(default)]
+    pub access_log: bool,
     /// Health checks.
     #[serde(default)]
     pub health: HealthConfig,
@@ -272,6 +305,23 @@ fn default_work_query_bytes() -> u64 {
 fn default_max_query_bytes() -> usize {
     2048
 }
+fn default_header_timeout_ms() -> u64 {
+    serving::limits::DEFAULT_HEADER_TIMEOUT.as_millis() as u64
+}
+fn default_idle_timeout_ms() -> u64 {
+    serving::limits::DEFAULT_IDLE_TIMEOUT.as_millis() as u64
+}
+fn default_max_in_flight() -> usize {
+    4096
+}
+fn default_admin_max_upload_bytes() -> u64 {
+    64 << 20
+}
+
+/// Longest accepted admin token: the comparison pads both sides to this length.
+pub const MAX_TOKEN_BYTES: usize = 256;
+/// Open file descriptors one client connection may need (its own and one to a replica).
+pub const FDS_PER_CONNECTION: u64 = 2;
 
 /// A config after validation, with paths resolved and the token read.
 #[derive(Clone, Debug)]
@@ -303,13 +353,37 @@ impl Validated {
 }
 
 impl Config {
+    /// The client listener's limits, before the connection cap is fitted to the open-file
+    /// limit.
+    pub fn client_limits(&self) -> serving::Limits {
+        serving::Limits {
+            header_timeout: Duration::from_millis(self.header_timeout_ms),
+            idle_timeout: Duration::from_millis(self.idle_timeout_ms),
+            max_connections: self
+                .max_connections
+                .unwrap_or(serving::limits::DEFAULT_MAX_CONNECTIONS),
+        }
+    }
+
     /// Reads and validates `path`.
     pub fn load(path: &Path) -> Result<Validated, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
             path: path.to_owned(),
             source,
         })?;
-        Self::parse(&text, path, |name| std::env::var(name).ok())
+        let mut v = Self::parse(&text, path, |name| std::env::var(name).ok())?;
+        if let Some(dir) = &v.config.tables_dir {
+            // Canonical once, so a reload compares real paths (no symlink escapes).
+            let canonical = std::fs::canonicalize(dir)
+                .ok()
+                .filter(|d| d.is_dir())
+                .ok_or_else(|| ConfigError::Invalid {
+                    path: path.to_owned(),
+                    detail: format!("tables_dir {} is not a directory", dir.display()),
+                })?;
+            v.config.tables_dir = Some(canonical);
+        }
+        Ok(v)
     }
 
     /// Parses and validates `text` (read from `path`, which labels errors and anchors
@@ -407,6 +481,23 @@ impl Config {
                 config.max_query_bytes
             )));
         }
+        config.client_limits().validate().map_err(|e| {
+            invalid(format!(
+                "header_timeout_ms, idle_timeout_ms, max_connections: {e}"
+            ))
+        })?;
+        if config.max_in_flight == 0 || config.max_in_flight > 1_000_000 {
+            return Err(invalid(format!(
+                "max_in_flight must be between 1 and 1000000, got {}",
+                config.max_in_flight
+            )));
+        }
+        if !(1024..=1 << 32).contains(&config.admin_max_upload_bytes) {
+            return Err(invalid(format!(
+                "admin_max_upload_bytes must be between 1024 and 4294967296, got {}",
+                config.admin_max_upload_bytes
+            )));
+        }
         let h = &config.health;
         if h.interval_ms == 0 || h.timeout_ms == 0 || h.fall == 0 || h.rise == 0 {
             return Err(invalid(
@@ -433,6 +524,7 @@ impl Config {
         };
         resolve(&mut config.policy.table);
         resolve(&mut config.policy.sizes);
+        resolve(&mut config.tables_dir);
         let admin_token = match (&config.admin_token, &config.admin_token_env) {
             (Some(_), Some(_)) => {
                 return Err(invalid(
@@ -449,6 +541,14 @@ impl Config {
         };
         if admin_token.as_deref() == Some("") {
             return Err(invalid("the admin token is empty".into()));
+        }
+        if admin_token
+            .as_ref()
+            .is_some_and(|t| t.len() > MAX_TOKEN_BYTES)
+        {
+            return Err(invalid(format!(
+                "the admin token is longer than {MAX_TOKEN_BYTES} bytes"
+            )));
         }
         Ok(Validated {
             config,
@@ -486,6 +586,10 @@ address = "127.0.0.1:9000"
         assert_eq!(v.config.health.fall, 3);
         assert_eq!(v.deadline(), Duration::from_millis(3000));
         assert!(v.config.admin_listen.ip().is_loopback());
+        assert_eq!(v.config.client_limits(), serving::Limits::default());
+        assert_eq!(v.config.max_in_flight, 4096);
+        assert_eq!(v.config.admin_max_upload_bytes, 64 << 20);
+        assert!(v.config.tables_dir.is_none() && !v.config.access_log);
     }
 
     #[test]
@@ -501,6 +605,21 @@ address = "127.0.0.1:9000"
             (format!("load = \"queue\"\n{BASE}"), "load"),
             (format!("retries = 99\n{BASE}"), "retries"),
             (format!("ramp_secs = 30.0\n{BASE}"), "ramp_queries"),
+            (format!("header_timeout_ms = 0\n{BASE}"), "header timeout"),
+            (format!("idle_timeout_ms = 0\n{BASE}"), "idle timeout"),
+            (format!("max_connections = 0\n{BASE}"), "connection cap"),
+            (format!("max_in_flight = 0\n{BASE}"), "max_in_flight"),
+            (
+                format!("admin_max_upload_bytes = 10\n{BASE}"),
+                "admin_max_upload_bytes",
+            ),
+            (
+                BASE.replace(
+                    "admin_token = \"t\"",
+                    &format!("admin_token = \"{}\"", "x".repeat(257)),
+                ),
+                "longer than 256",
+            ),
             (
                 BASE.replace("admin_token = \"t\"", "admin_token_env = \"NOPE\""),
                 "NOPE",
@@ -521,12 +640,36 @@ address = "127.0.0.1:9000"
     fn paths_resolve_against_the_file_and_token_from_env() {
         let text = BASE
             .replace("term-vote\"", "table\"\ntable = \"t.parquet\"")
-            .replace("admin_token = \"t\"", "admin_token_env = \"TOK\"");
+            .replace(
+                "admin_token = \"t\"",
+                "admin_token_env = \"TOK\"\ntables_dir = \"tables\"",
+            );
         let v = parse(&text).expect("valid");
+        assert_eq!(
+            v.config.tables_dir.as_deref(),
+            Some(Path::new("/etc/b/tables"))
+        );
         assert_eq!(
             v.config.policy.table.as_deref(),
             Some(Path::new("/etc/b/t.parquet"))
         );
         assert_eq!(v.admin_token.as_deref(), Some("from-env"));
+    }
+
+    #[test]
+    fn tables_dir_must_be_a_directory_and_is_made_canonical() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("b.toml");
+        std::fs::write(&path, format!("tables_dir = \"nope\"\n{BASE}")).unwrap();
+        let err = Config::load(&path).unwrap_err().to_string();
+        assert!(
+            err.contains("tables_dir") && err.contains("b.toml"),
+            "{err}"
+        );
+        std::fs::create_dir(tmp.path().join("t")).unwrap();
+        std::fs::write(&path, format!("tables_dir = \"./t/../t\"\n{BASE}")).unwrap();
+        let v = Config::load(&path).expect("valid");
+        let want = std::fs::canonicalize(tmp.path().join("t")).unwrap();
+        assert_eq!(v.config.tables_dir, Some(want));
     }
 }

@@ -1,25 +1,23 @@
-//! The client listener's accept loop: plain hyper HTTP/1 connections with `TCP_NODELAY`,
-//! `GET /search` dispatched straight to the proxy, everything else (`/healthz`, the JSON
-//! 404 and 405 answers) through the axum `client_router`.
+//! The client listener: the hardened HTTP/1 loop of the `serving` crate (connection cap,
+//! header and idle timeouts, graceful drain), `GET /search` dispatched straight to the
+//! proxy, everything else (`/healthz`, the JSON 404 and 405 answers) through the axum
+//! `client_router`.
 //!
 //! Why not `axum::serve`: the proxy path is the balancer's whole cost, and a profile under
 //! wrk showed the router, its boxed services and the protocol-sniffing connection builder on
-//! every request. Here a search costs one boxed future and a path comparison. Graceful
-//! shutdown matches `axum::serve`'s: stop accepting, let each connection finish its request
-//! in flight, close idle ones, and return once every connection is gone.
+//! every request. Here a search costs one boxed future and a path comparison. On stop, the
+//! listener stops accepting, connections with no request in flight close at once, the
+//! requests in flight finish, and [`serve_client`] returns once every connection is gone.
 
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
-use std::pin::{pin, Pin};
+use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::http::{Method, Request};
 use axum::response::Response;
 use hyper::body::Incoming;
-use hyper::server::conn::http1;
-use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::{oneshot, watch};
@@ -32,6 +30,7 @@ type BoxFuture = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Sen
 #[derive(Clone)]
 struct Front {
     app: Arc<App>,
+    peer: SocketAddr,
     fallback: TowerToHyperService<axum::Router>,
 }
 
@@ -43,68 +42,34 @@ impl hyper::service::Service<Request<Incoming>> for Front {
     fn call(&self, req: Request<Incoming>) -> BoxFuture {
         if req.method() == Method::GET && req.uri().path() == "/search" {
             let app = Arc::clone(&self.app);
-            Box::pin(async move { Ok(app.proxy.search(req.uri()).await) })
+            let peer = self.peer.ip();
+            Box::pin(async move {
+                let (parts, _body) = req.into_parts();
+                Ok(app.proxy.search(&parts.uri, &parts.headers, peer).await)
+            })
         } else {
+            let mut req = req;
+            req.extensions_mut().insert(crate::Peer(self.peer));
             Box::pin(self.fallback.call(req))
         }
     }
 }
 
-/// Accept errors that concern one connection only (the listener is fine).
-fn is_connection_error(e: &std::io::Error) -> bool {
-    use std::io::ErrorKind::{ConnectionAborted, ConnectionRefused, ConnectionReset};
-    matches!(
-        e.kind(),
-        ConnectionRefused | ConnectionAborted | ConnectionReset
-    )
-}
-
-/// Serves the client listener until `stop` turns `true`, then drains: returns once every
-/// accepted connection has closed.
-pub async fn serve_client(listener: TcpListener, app: Arc<App>, stop: watch::Receiver<bool>) {
+/// Serves the client listener through `gate` until `stop` turns `true`, then drains:
+/// returns once every accepted connection has closed.
+pub async fn serve_client(
+    listener: TcpListener,
+    app: Arc<App>,
+    gate: Arc<serving::Gate>,
+    stop: watch::Receiver<bool>,
+) {
     let fallback = TowerToHyperService::new(client_router(Arc::clone(&app)));
-    // Every connection task holds a receiver; `closed()` resolves when the last one drops.
-    let (close_tx, close_rx) = watch::channel(());
-    let mut stop_accept = stop.clone();
-    loop {
-        let accepted = tokio::select! {
-            r = listener.accept() => Some(r),
-            _ = stop_accept.wait_for(|&s| s) => None,
-        };
-        let Some(accepted) = accepted else { break };
-        let tcp = match accepted {
-            Ok((tcp, _)) => tcp,
-            Err(e) if is_connection_error(&e) => continue,
-            Err(e) => {
-                // Out of file descriptors and the like: back off as axum::serve does.
-                eprintln!("balancer: accept failed: {e}");
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                continue;
-            }
-        };
-        let _ = tcp.set_nodelay(true);
-        let svc = Front {
-            app: Arc::clone(&app),
-            fallback: fallback.clone(),
-        };
-        let mut stop = stop.clone();
-        let close_rx = close_rx.clone();
-        tokio::spawn(async move {
-            let mut conn = pin!(http1::Builder::new().serve_connection(TokioIo::new(tcp), svc));
-            let stopping = tokio::select! {
-                _ = conn.as_mut() => false,
-                _ = stop.wait_for(|&s| s) => true,
-            };
-            if stopping {
-                conn.as_mut().graceful_shutdown();
-                let _ = conn.as_mut().await;
-            }
-            drop(close_rx);
-        });
-    }
-    drop(listener);
-    drop(close_rx);
-    close_tx.closed().await;
+    let make = move |peer| Front {
+        app: Arc::clone(&app),
+        peer,
+        fallback: fallback.clone(),
+    };
+    serving::serve(gate, listener, make, stop).await;
 }
 
 /// `workers` listeners on `addr`: one plain listener for one worker, else listeners sharing
@@ -138,6 +103,7 @@ pub fn spawn_worker(
     n: usize,
     listener: TcpListener,
     app: Arc<App>,
+    gate: Arc<serving::Gate>,
     stop: watch::Receiver<bool>,
 ) -> std::io::Result<oneshot::Receiver<()>> {
     let listener = listener.into_std()?;
@@ -152,14 +118,14 @@ pub fn spawn_worker(
             {
                 Ok(rt) => rt,
                 Err(e) => {
-                    eprintln!("balancer: worker {n}: cannot start a runtime: {e}");
+                    tracing::error!("worker {n}: cannot start a runtime: {e}");
                     return;
                 }
             };
             rt.block_on(async move {
                 match TcpListener::from_std(listener) {
-                    Ok(l) => serve_client(l, app, stop).await,
-                    Err(e) => eprintln!("balancer: worker {n}: {e}"),
+                    Ok(l) => serve_client(l, app, gate, stop).await,
+                    Err(e) => tracing::error!("worker {n}: {e}"),
                 }
             });
             let _ = done_tx.send(());

@@ -8,15 +8,21 @@
 //! * [`config`]: the TOML file, validated once.
 //! * [`replicas`]: the replica set and its health. [`view`]: the server-side `LoadView`.
 //! * [`state`]: the loads, the routing policy (the simulator's own) and table swaps.
-//! * [`front`]: the client listener. [`proxy`]: the request path. [`query`]: strict `q` extraction.
+//! * [`front`]: the client listener (the `serving` crate's hardened loop). [`proxy`]: the
+//!   request path. [`query`]: strict `q` extraction. [`admit`]: the bounds on requests in
+//!   flight. [`forward`]: the headers sent upstream. [`access`]: the access log.
 //! * [`upstream`]: keep-alive connections to replicas.
 //! * [`health`]: active checks. [`reload`]: table reload. [`admin`]: the admin API.
+//!   [`tables`]: the files a path reload may read.
 //! * [`metrics`]: metric names and the recorder.
 //! * [`cli`]: the command line, run by the `balancer` binary and by `ballot balancer`.
 
+pub mod access;
 pub mod admin;
+pub mod admit;
 pub mod cli;
 pub mod config;
+pub mod forward;
 pub mod front;
 pub mod health;
 pub mod metrics;
@@ -25,6 +31,7 @@ pub mod query;
 pub mod reload;
 pub mod replicas;
 pub mod state;
+pub mod tables;
 pub mod upstream;
 pub mod view;
 
@@ -46,6 +53,9 @@ use balancer::policy::TermBytes;
 /// Why the balancer could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
+    /// The admin token is longer than the comparison handles.
+    #[error("{0}: the admin token is too long (at most 256 bytes)")]
+    TokenTooLong(std::path::PathBuf),
     /// The size table could not be read.
     #[error(transparent)]
     Sizes(#[from] data::sizes::SizesError),
@@ -70,6 +80,8 @@ pub struct App {
     pub proxy: Proxy,
     /// The metrics recorder.
     pub prom: PrometheusHandle,
+    /// The admin token, ready for a constant-time comparison (`None`: admin API off).
+    pub admin_token: Option<admin::Token>,
 }
 
 impl App {
@@ -94,6 +106,12 @@ impl App {
             _ => None,
         };
         let path = cfg.path.clone();
+        let admin_token = match cfg.admin_token.as_deref() {
+            Some(t) => {
+                Some(admin::Token::new(t).ok_or_else(|| StartError::TokenTooLong(path.clone()))?)
+            }
+            None => None,
+        };
         let state = State::new(cfg, Arc::new(term_bytes), table.as_ref())
             .map_err(|source| StartError::Policy { path, source })?;
         let state = Arc::new(state);
@@ -101,6 +119,7 @@ impl App {
             proxy: Proxy::new(Arc::clone(&state)),
             state,
             prom,
+            admin_token,
         }))
     }
 
@@ -125,8 +144,18 @@ impl App {
     }
 }
 
-async fn search(AxState(app): AxState<Arc<App>>, uri: Uri) -> Response {
-    app.proxy.search(&uri).await
+/// The client's address, set by the client listener on requests it passes to the router.
+#[derive(Clone, Copy, Debug)]
+pub struct Peer(pub std::net::SocketAddr);
+
+async fn search(
+    AxState(app): AxState<Arc<App>>,
+    peer: Option<axum::Extension<Peer>>,
+    uri: Uri,
+    headers: axum::http::HeaderMap,
+) -> Response {
+    let ip = peer.map_or(std::net::Ipv4Addr::UNSPECIFIED.into(), |p| p.0 .0.ip());
+    app.proxy.search(&uri, &headers, ip).await
 }
 
 /// The client router: `GET /search`, `GET /healthz`, JSON 404 elsewhere.

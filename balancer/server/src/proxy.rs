@@ -6,17 +6,24 @@
 //! timeout the replica is ejected passively and the query is routed again with the failed
 //! replicas excluded, so it goes to the next-ranked live candidate; other upstream errors
 //! (a connection reset mid-request) are retried the same way without ejecting. Only GET is
-//! proxied, so every retry is safe. One deadline bounds the whole request.
+//! proxied, so every retry is safe. One deadline bounds the whole request, the relay of the
+//! response body included.
+//!
+//! Before routing, a request must find a place among `max_in_flight` ([`admit`](crate::admit)):
+//! past it the answer is 503 with `Retry-After: 1`. The client's end-to-end headers go to
+//! the replica with `x-forwarded-for` and `x-request-id` added ([`forward`]),
+//! and every answer echoes the request id.
 
 use std::borrow::Cow;
 use std::cell::RefCell;
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
-use axum::http::header::{self, HeaderName};
+use axum::http::header;
 use axum::http::uri::PathAndQuery;
-use axum::http::{HeaderValue, StatusCode, Uri};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use data::tokenizer::{Tokens, MAX_TERMS};
@@ -27,10 +34,13 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use metrics::{Counter, Histogram};
 
+use crate::access;
+use crate::admit::Admission;
+use crate::forward::{self, X_REQUEST_ID};
 use crate::metrics as m;
 use crate::query::extract_q;
 use crate::state::{Choice, State};
-use crate::upstream::Relay;
+use crate::upstream::{Relay, RelayParts};
 use balancer::policy::{hash_tokens, QueryKey, Reason};
 
 /// The pooled client of the health checks.
@@ -51,6 +61,8 @@ pub fn client(connect_timeout: Duration) -> UpstreamClient {
 pub struct Proxy {
     /// Shared state.
     pub state: Arc<State>,
+    /// Client requests in flight, bounded by `max_in_flight`.
+    pub admission: Admission,
     route_seconds: Histogram,
     retries: Counter,
     failures: Counter,
@@ -70,14 +82,6 @@ thread_local! {
 /// (the work the `work` load counts).
 pub const MISS_BYTES: &str = "x-ballot-miss-bytes";
 
-const HOP_BY_HOP: [HeaderName; 5] = [
-    header::CONNECTION,
-    header::TRANSFER_ENCODING,
-    header::TE,
-    header::TRAILER,
-    header::UPGRADE,
-];
-
 fn reason_index(reason: Reason) -> usize {
     match reason {
         Reason::Vote => 0,
@@ -90,6 +94,7 @@ impl Proxy {
     /// A proxy over `state`.
     pub fn new(state: Arc<State>) -> Self {
         Proxy {
+            admission: Admission::new(state.cfg.config.max_in_flight),
             state,
             route_seconds: metrics::histogram!(m::ROUTE_SECONDS),
             retries: metrics::counter!(m::RETRIES),
@@ -111,8 +116,41 @@ impl Proxy {
         choice
     }
 
-    /// Handles `GET /search`.
-    pub async fn search(&self, uri: &Uri) -> Response {
+    /// Handles `GET /search` with the client's `headers`, from `peer`.
+    pub async fn search(&self, uri: &Uri, headers: &HeaderMap, peer: IpAddr) -> Response {
+        let start = Instant::now();
+        let id = forward::request_id(headers);
+        let mut access = self.state.cfg.config.access_log.then(|| access::Entry {
+            start,
+            request_id: id.clone(),
+            replica: "-".to_owned(),
+            reason: "-",
+            status: 0,
+            attempts: 0,
+        });
+        let mut resp = self
+            .relay(uri, headers, peer, &id, start, &mut access)
+            .await;
+        resp.headers_mut().insert(X_REQUEST_ID.clone(), id);
+        if let Some(mut a) = access {
+            // Not relayed: an error answered here.
+            a.status = resp.status().as_u16();
+            a.log("done");
+        }
+        resp
+    }
+
+    /// The answer to one search: an error, or the relayed response (which then owns the
+    /// access-log entry).
+    async fn relay(
+        &self,
+        uri: &Uri,
+        headers: &HeaderMap,
+        peer: IpAddr,
+        id: &HeaderValue,
+        start: Instant,
+        access: &mut Option<access::Entry>,
+    ) -> Response {
         let cfg = &self.state.cfg;
         let q = match extract_q(uri.query(), cfg.config.max_query_bytes) {
             Ok(q) => q,
@@ -121,11 +159,25 @@ impl Proxy {
                 return json_error(StatusCode::BAD_REQUEST, e.to_string());
             }
         };
+        let Some(slot) = self.admission.try_enter() else {
+            metrics::counter!(m::CLIENT_ERRORS, "kind" => "overloaded").increment(1);
+            let mut r = json_error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!(
+                    "overloaded: {} requests in flight; retry later",
+                    self.admission.max()
+                ),
+            );
+            r.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            return r;
+        };
         let path_and_query = match uri.path_and_query() {
             Some(pq) => pq.clone(),
             None => PathAndQuery::from_static("/search"),
         };
-        let deadline = Instant::now() + cfg.deadline();
+        let upstream_headers = forward::upstream_headers(headers, peer, id);
+        let deadline = start + cfg.deadline();
         let attempts = cfg.config.retries + 1;
         let mut exclude = 0u64;
         // Built only when an attempt fails: the success path allocates no error text.
@@ -158,7 +210,13 @@ impl Proxy {
             let guard = self.state.start(choice.index);
             let timeout = left.min(cfg.request_timeout());
             let sent = Instant::now();
-            let upstream = choice.replica.pool.get(&path_and_query, timeout);
+            if let Some(a) = access.as_mut() {
+                a.attempts = attempt + 1;
+            }
+            let upstream = choice
+                .replica
+                .pool
+                .get(&path_and_query, &upstream_headers, timeout);
             match tokio::time::timeout(timeout, upstream).await {
                 Ok(Ok((resp, conn))) => {
                     choice
@@ -176,9 +234,7 @@ impl Proxy {
                     {
                         self.state.record_work(choice.index, miss);
                     }
-                    for h in &HOP_BY_HOP {
-                        parts.headers.remove(h);
-                    }
+                    forward::strip_hop_by_hop(&mut parts.headers);
                     parts
                         .headers
                         .insert("x-ballot-replica", choice.replica.header.clone());
@@ -188,8 +244,20 @@ impl Proxy {
                     );
                     // The request stays in flight until its body is streamed out; then the
                     // connection goes back to the replica's pool.
-                    let pool = Arc::clone(&choice.replica.pool);
-                    let body = Relay::new(body, conn, pool, guard);
+                    let access = access.take().map(|mut a| {
+                        a.replica.clone_from(&choice.replica.name);
+                        a.reason = m::REASONS[reason_ix];
+                        a.status = parts.status.as_u16();
+                        a
+                    });
+                    let parts_extra = RelayParts {
+                        pool: Arc::clone(&choice.replica.pool),
+                        guard,
+                        slot,
+                        deadline,
+                        access,
+                    };
+                    let body = Relay::new(body, conn, parts_extra);
                     return Response::from_parts(parts, Body::new(body));
                 }
                 Ok(Err(e)) => {

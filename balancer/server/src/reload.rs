@@ -81,13 +81,17 @@ pub fn record_load(version: u64, load_seconds: f64) {
 pub async fn reload(state: Arc<State>, source: Source) -> Result<Loaded, ReloadError> {
     let result = reload_inner(state, source).await;
     match &result {
-        Ok(l) => eprintln!(
-            "balancer: table version {} loaded ({} terms, {} votes, {:.3}s), ramping over {} queries",
-            l.version, l.terms, l.votes, l.load_seconds, l.ramp_queries
+        Ok(l) => tracing::info!(
+            "table version {} loaded ({} terms, {} votes, {:.3}s), ramping over {} queries",
+            l.version,
+            l.terms,
+            l.votes,
+            l.load_seconds,
+            l.ramp_queries
         ),
         Err(e) => {
             metrics::counter!(m::RELOAD_FAILURES).increment(1);
-            eprintln!("balancer: table reload rejected, the old table keeps serving: {e}");
+            tracing::warn!("table reload rejected, the old table keeps serving: {e}");
         }
     }
     result

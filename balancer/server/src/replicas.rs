@@ -169,7 +169,7 @@ impl Replica {
         self.passes.store(0, Ordering::Relaxed);
         if self.healthy.swap(false, Ordering::Relaxed) {
             self.metrics.ejections.increment(1);
-            eprintln!("balancer: ejected replica {} ({why})", self.name);
+            tracing::warn!("ejected replica {} ({why})", self.name);
         }
     }
 
@@ -184,7 +184,7 @@ impl Replica {
                 .saturating_add(1);
             if passes >= rise && !self.healthy.swap(true, Ordering::Relaxed) {
                 self.became_live();
-                eprintln!("balancer: re-admitted replica {}", self.name);
+                tracing::info!("re-admitted replica {}", self.name);
             }
         } else {
             self.passes.store(0, Ordering::Relaxed);

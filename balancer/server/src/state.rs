@@ -20,6 +20,7 @@ use balancer::policy::{
 use balancer::ramp::{RampPolicy, RampedTable, SharedVotes};
 use data::rng::Rng;
 
+use crate::admit::InFlightGuard;
 use crate::config::Validated;
 use crate::metrics as m;
 use crate::replicas::{Members, QueryClock, Replica, ReplicaError};
@@ -66,19 +67,6 @@ pub enum MembershipError {
     /// The policy could not be rebuilt for the new replica count.
     #[error(transparent)]
     Policy(#[from] PolicyError),
-}
-
-/// A request in flight on a replica slot; dropping it ends the request.
-#[derive(Debug)]
-pub struct InFlightGuard {
-    loads: Arc<InFlight>,
-    slot: usize,
-}
-
-impl Drop for InFlightGuard {
-    fn drop(&mut self) {
-        self.loads.finish(self.slot);
-    }
 }
 
 /// The voting table being served, and its ramp while one runs.
@@ -274,11 +262,7 @@ impl State {
 
     /// Counts a request in flight on slot `index` until the guard drops.
     pub fn start(&self, index: usize) -> InFlightGuard {
-        self.in_flight.start(index);
-        InFlightGuard {
-            loads: Arc::clone(&self.in_flight),
-            slot: index,
-        }
+        InFlightGuard::start(&self.in_flight, index)
     }
 
     /// With `load = "work"`: records a query answered by slot `index` that read

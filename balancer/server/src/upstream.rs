@@ -8,24 +8,34 @@
 //! one extra spawned task to wait for the connection to become ready again before it is
 //! pooled. Here the request is built in origin form with a `Host` value made once, and a
 //! connection returns to the stack when the response body has been relayed (see
-//! [`Relay`]).
+//! [`Relay`]). A connection idle for [`MAX_IDLE_AGE`] is not reused (the replica may be
+//! closing it: its idle keep-alive timeout must stay above this age), and the relay of a
+//! response body stops at the client request's deadline.
 
 use std::cell::Cell;
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::http::header::HOST;
 use axum::http::uri::PathAndQuery;
-use axum::http::{HeaderValue, Request, Response};
+use axum::http::{HeaderMap, HeaderValue, Request, Response};
 use http_body_util::Empty;
 use hyper::body::{Body, Bytes, Frame, Incoming, SizeHint};
 use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
+use crate::access;
+use crate::admit::{InFlightGuard, Slot};
+
 type Sender = SendRequest<Empty<Bytes>>;
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Idle connections older than this are closed instead of reused.
+pub const MAX_IDLE_AGE: Duration = Duration::from_secs(20);
 
 /// Idle connections kept per replica and worker (as `pool_max_idle_per_host` was).
 const MAX_IDLE: usize = 256;
@@ -77,7 +87,7 @@ impl std::fmt::Display for UpstreamError {
 pub struct Pool {
     address: String,
     host: HeaderValue,
-    idle: [Mutex<Vec<Sender>>; SHARDS],
+    idle: [Mutex<Vec<(Sender, Instant)>>; SHARDS],
 }
 
 impl Pool {
@@ -98,13 +108,18 @@ impl Pool {
             .sum()
     }
 
-    fn shard(&self) -> &Mutex<Vec<Sender>> {
+    fn shard(&self) -> &Mutex<Vec<(Sender, Instant)>> {
         &self.idle[worker() % SHARDS]
     }
 
     fn take(&self) -> Option<Sender> {
         let mut idle = self.shard().lock().unwrap_or_else(|e| e.into_inner());
-        while let Some(s) = idle.pop() {
+        while let Some((s, since)) = idle.pop() {
+            if since.elapsed() > MAX_IDLE_AGE {
+                // A stack: every connection below this one has been idle longer.
+                idle.clear();
+                return None;
+            }
             if !s.is_closed() {
                 return Some(s);
             }
@@ -118,7 +133,7 @@ impl Pool {
         }
         let mut idle = self.shard().lock().unwrap_or_else(|e| e.into_inner());
         if idle.len() < MAX_IDLE {
-            idle.push(s);
+            idle.push((s, Instant::now()));
         }
     }
 
@@ -144,22 +159,24 @@ impl Pool {
         Ok(sender)
     }
 
-    fn request(&self, path: &PathAndQuery) -> Request<Empty<Bytes>> {
+    fn request(&self, path: &PathAndQuery, headers: &HeaderMap) -> Request<Empty<Bytes>> {
         let mut req = Request::new(Empty::new());
         *req.uri_mut() = path.clone().into();
+        *req.headers_mut() = headers.clone();
         req.headers_mut().insert(HOST, self.host.clone());
         req
     }
 
-    /// Sends `GET path` on an idle connection, or a new one (opened within
-    /// `connect_timeout`). A request an idle connection could not take (it was closing) moves
-    /// to the next one; nothing is sent twice.
+    /// Sends `GET path` with `headers` (and this replica's `Host`) on an idle connection, or
+    /// a new one (opened within `connect_timeout`). A request an idle connection could not
+    /// take (it was closing) moves to the next one; nothing is sent twice.
     pub async fn get(
         &self,
         path: &PathAndQuery,
+        headers: &HeaderMap,
         connect_timeout: Duration,
     ) -> Result<(Response<Incoming>, Sender), UpstreamError> {
-        let mut req = self.request(path);
+        let mut req = self.request(path, headers);
         while let Some(mut s) = self.take() {
             if s.ready().await.is_err() {
                 continue;
@@ -181,50 +198,101 @@ impl Pool {
     }
 }
 
-/// A response body on its way to the client. It holds `G` (the request's in-flight count)
-/// until it is dropped, and then returns the connection to `pool` if the body was read to
-/// the end (a body cut short leaves the connection mid-response, so it is closed instead).
-pub struct Relay<G> {
+/// A response body on its way to the client. It holds the request's in-flight counts (the
+/// replica's and the client admission [`Slot`]) until it is dropped, and then returns the
+/// connection to its pool if the body was read to the end (a body cut short leaves the
+/// connection mid-response, so it is closed instead). The relay stops with an error at the
+/// client request's deadline, so a replica that sends its headers and then stalls cannot
+/// hold the client past `deadline_ms` (hyper then closes the client connection).
+pub struct Relay {
     body: Incoming,
     conn: Option<Sender>,
     ended: bool,
+    cut: bool,
     pool: Arc<Pool>,
-    _guard: G,
+    _guard: InFlightGuard,
+    deadline: Instant,
+    /// Armed the first time the body is not ready: the common, whole-at-once body needs
+    /// no timer.
+    timer: Option<Pin<Box<tokio::time::Sleep>>>,
+    _slot: Slot,
+    access: Option<access::Entry>,
 }
 
-impl<G> Relay<G> {
-    /// Relays `body`, read from `conn` of `pool`, holding `guard` until done.
-    pub fn new(body: Incoming, conn: Sender, pool: Arc<Pool>, guard: G) -> Self {
+/// What a [`Relay`] carries besides the body and its connection.
+pub struct RelayParts {
+    /// The pool the connection returns to.
+    pub pool: Arc<Pool>,
+    /// The replica's in-flight count.
+    pub guard: InFlightGuard,
+    /// The client request's admission slot.
+    pub slot: Slot,
+    /// The client request's deadline.
+    pub deadline: Instant,
+    /// The access-log line, when the access log is on.
+    pub access: Option<access::Entry>,
+}
+
+impl Relay {
+    /// Relays `body`, read from `conn`.
+    pub fn new(body: Incoming, conn: Sender, parts: RelayParts) -> Self {
         Relay {
             body,
             conn: Some(conn),
             ended: false,
-            pool,
-            _guard: guard,
+            cut: false,
+            pool: parts.pool,
+            _guard: parts.guard,
+            deadline: parts.deadline,
+            timer: None,
+            _slot: parts.slot,
+            access: parts.access,
         }
     }
 }
 
-impl<G: Unpin> Body for Relay<G> {
+impl Body for Relay {
     type Data = Bytes;
-    type Error = hyper::Error;
+    type Error = BoxError;
 
     fn poll_frame(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let this = self.get_mut();
-        let r = Pin::new(&mut this.body).poll_frame(cx);
-        match &r {
-            Poll::Ready(None) => this.ended = true,
-            Poll::Ready(Some(Err(_))) => this.conn = None,
-            _ => {}
+        match Pin::new(&mut this.body).poll_frame(cx) {
+            Poll::Ready(None) => {
+                this.ended = true;
+                Poll::Ready(None)
+            }
+            Poll::Ready(Some(Err(e))) => {
+                this.conn = None;
+                Poll::Ready(Some(Err(e.into())))
+            }
+            Poll::Ready(Some(Ok(f))) => Poll::Ready(Some(Ok(f))),
+            Poll::Pending => {
+                let deadline = this.deadline;
+                let timer = this
+                    .timer
+                    .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline.into())));
+                if timer.as_mut().poll(cx).is_pending() {
+                    return Poll::Pending;
+                }
+                this.conn = None;
+                this.cut = true;
+                tracing::warn!(
+                    replica = %this.pool.address,
+                    "response body cut at the request deadline"
+                );
+                Poll::Ready(Some(Err(
+                    "the request deadline passed while relaying the response body".into(),
+                )))
+            }
         }
-        r
     }
 
     fn is_end_stream(&self) -> bool {
-        self.ended || self.body.is_end_stream()
+        self.ended || (!self.cut && self.body.is_end_stream())
     }
 
     fn size_hint(&self) -> SizeHint {
@@ -232,12 +300,22 @@ impl<G: Unpin> Body for Relay<G> {
     }
 }
 
-impl<G> Drop for Relay<G> {
+impl Drop for Relay {
     fn drop(&mut self) {
         if let Some(conn) = self.conn.take() {
             if self.ended || self.body.is_end_stream() {
                 self.pool.put(conn);
             }
+        }
+        if let Some(a) = &self.access {
+            let outcome = if self.cut {
+                "cut"
+            } else if self.ended || self.body.is_end_stream() {
+                "done"
+            } else {
+                "aborted"
+            };
+            a.log(outcome);
         }
     }
 }

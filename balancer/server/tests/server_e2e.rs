@@ -492,7 +492,10 @@ fn a_reloaded_table_ramps_in_under_load_without_errors() {
     let cfg = config(
         &refs,
         &format!("name = \"table\"\ntable = \"{}\"", t1.display()),
-        "ramp_queries = 400",
+        &format!(
+            "ramp_queries = 400\ntables_dir = \"{}\"",
+            dir.path().display()
+        ),
     );
     let b = spawn_balancer(dir, &cfg);
     let alpha = get(b.addr, "/search?q=alpha");
@@ -565,13 +568,24 @@ fn invalid_tables_are_rejected_and_the_old_one_keeps_serving() {
     let cfg = config(
         &refs,
         &format!("name = \"table\"\ntable = \"{}\"", t1.display()),
-        "ramp_queries = 0",
+        &format!(
+            "ramp_queries = 0\ntables_dir = \"{}\"",
+            dir.path().display()
+        ),
     );
     let b = spawn_balancer(dir, &cfg);
     let path_body = |p: &Path| format!("{{\"path\": \"{}\"}}", p.display()).into_bytes();
+    // By path, every invalid table gets the same answer (no file-existence oracle); an
+    // upload says what is wrong.
+    let same = "not a valid voting table in tables_dir";
     let cases: Vec<(&str, Vec<u8>, &str)> = vec![
-        ("wrong replica count", path_body(&wrong_r), "replica"),
-        ("NaN weight", path_body(&nan), "row 1"),
+        ("wrong replica count", path_body(&wrong_r), same),
+        (
+            "wrong replica count uploaded",
+            std::fs::read(&wrong_r).unwrap(),
+            "replica",
+        ),
+        ("NaN weight", path_body(&nan), same),
         ("NaN weight uploaded", std::fs::read(&nan).unwrap(), "row 1"),
         (
             "not Parquet",
@@ -581,7 +595,7 @@ fn invalid_tables_are_rejected_and_the_old_one_keeps_serving() {
         (
             "missing file",
             path_body(Path::new("/nonexistent/t.parquet")),
-            "cannot read",
+            same,
         ),
         ("bad JSON", b"{\"paht\": 1}".to_vec(), "path"),
     ];

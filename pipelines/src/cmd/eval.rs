@@ -18,8 +18,8 @@ use serde_json::json;
 
 use crate::chart::{line_chart, Series};
 use crate::inputs::{LogArgs, SizeArgs, SplitArgs};
-use crate::routing_args::RoutingArgs;
 use crate::progress::Stage;
+use crate::routing_args::RoutingArgs;
 
 /// Arguments of `ballot eval`.
 #[derive(Args, Debug)]

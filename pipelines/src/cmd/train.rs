@@ -14,8 +14,8 @@ use learner::{train, TrainConfig};
 use super::eval::write_json;
 use crate::chart::{line_chart, Series};
 use crate::inputs::{LogArgs, SizeArgs, SplitArgs};
-use crate::routing_args::RoutingArgs;
 use crate::progress::Stage;
+use crate::routing_args::RoutingArgs;
 
 /// Arguments of `ballot train`.
 #[derive(Args, Debug)]

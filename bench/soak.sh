@@ -1,0 +1,390 @@
+#!/usr/bin/env bash
+# Chaos soak of ballot's serving path, on loopback only: REPLICAS replicas behind one
+# balancer (policy `table`), an open-loop replay at LOAD x saturation, and a chaos loop:
+#
+#   * every CHAOS_EVERY seconds, in turn: kill -9 replica r0 and restart it on its port;
+#     pause replica r1 (SIGSTOP) for PAUSE_SECS, then SIGCONT; reload the voting table
+#     through the admin API (by path from tables_dir, then by upload, alternately); drain
+#     replica r2 through the admin API for DRAIN_SECS, then enable it;
+#   * all along: SLOWLORIS connections to the balancer that send a request head one byte
+#     every 5 s (closed by the header timeout, and reopened).
+#
+# Saturation is measured first on warm caches (closed loop, SAT_CONCURRENCY workers, WARM_SECS
+# seconds of warm-up then SAT_SECS seconds measured, unless RATE is set), then the load runs as back-to-back open-loop replays of WINDOW
+# seconds each (each window replays the log in a different shuffle), until DURATION.
+# Every SAMPLE_EVERY seconds the balancer's and each replica's resident memory (VmRSS) and
+# open file descriptors are read from /proc.
+#
+# Output (also in SOAK_DIR/report.txt): requests sent, answered and failed by kind, and the
+# p99 latency (from each request's intended send time) per window, with the chaos events of
+# that window; RSS and open descriptors over time per process; slowloris connections opened
+# and closed by the server. The raw data stay in SOAK_DIR: window-N.json (ballot replay
+# reports), events.tsv, samples.tsv, the processes' logs.
+#
+# Knobs (environment): DURATION (600 s), WINDOW (60 s), LOAD (0.7), RATE (whole queries/s;
+# empty: LOAD x measured saturation), WARM_SECS (10), SAT_SECS (10), SAT_CONCURRENCY (32),
+# REPLICAS (4, at least 3), SYNTH_QUERIES (200000), DOCS (200000), CACHE_FRAC (0.05 of the
+# index's postings bytes per replica), FLASH_MBPS (20 per replica; 0 = no emulation),
+# FLASH_US (100), CHAOS_EVERY (30 s), PAUSE_SECS (10), DRAIN_SECS (5), SLOWLORIS (200),
+# SAMPLE_EVERY (5 s), SOAK_DIR (a fresh directory under target/soak), SKIP_BUILD=1 (use the
+# binaries in BIN_DIR), BIN_DIR (target/release), BALANCER_EXTRA (top-level TOML lines added
+# to the balancer's config, `\n`-separated).
+#
+# Needs bash, curl, python3 (to read the replay reports) and /proc (Linux). Stops by itself
+# after DURATION plus start-up (about 40 s) and one window; every wait is bounded; Ctrl-C
+# stops everything it started.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+
+DURATION=${DURATION:-600}
+WINDOW=${WINDOW:-60}
+LOAD=${LOAD:-0.7}
+RATE=${RATE:-}
+SAT_SECS=${SAT_SECS:-10}
+WARM_SECS=${WARM_SECS:-10}
+SAT_CONCURRENCY=${SAT_CONCURRENCY:-32}
+REPLICAS=${REPLICAS:-4}
+SYNTH_QUERIES=${SYNTH_QUERIES:-200000}
+DOCS=${DOCS:-200000}
+CACHE_FRAC=${CACHE_FRAC:-0.05}
+FLASH_MBPS=${FLASH_MBPS:-20}
+FLASH_US=${FLASH_US:-100}
+CHAOS_EVERY=${CHAOS_EVERY:-30}
+PAUSE_SECS=${PAUSE_SECS:-10}
+DRAIN_SECS=${DRAIN_SECS:-5}
+SLOWLORIS=${SLOWLORIS:-200}
+SAMPLE_EVERY=${SAMPLE_EVERY:-5}
+BIN_DIR=${BIN_DIR:-$ROOT/target/release}
+TOKEN=soak-$$-$RANDOM
+BALANCER_EXTRA=${BALANCER_EXTRA:-}
+
+[ "$REPLICAS" -ge 3 ] || { echo "REPLICAS must be at least 3 (r0 killed, r1 paused, r2 drained)" >&2; exit 2; }
+[ "$WINDOW" -ge 5 ] || { echo "WINDOW must be at least 5 s" >&2; exit 2; }
+for tool in curl python3; do
+  command -v "$tool" >/dev/null || { echo "$tool is needed" >&2; exit 2; }
+done
+if [ "${SKIP_BUILD:-0}" != 1 ]; then
+  cargo build --release -p pipelines -p replica -p balancer-server
+fi
+for b in balancer replica ballot; do
+  [ -x "$BIN_DIR/$b" ] || { echo "missing $BIN_DIR/$b" >&2; exit 1; }
+done
+
+SOAK_DIR=${SOAK_DIR:-$ROOT/target/soak/$(date +%Y%m%d-%H%M%S)}
+mkdir -p "$SOAK_DIR/tables"
+SOAK_DIR=$(cd "$SOAK_DIR" && pwd)
+EVENTS=$SOAK_DIR/events.tsv
+SAMPLES=$SOAK_DIR/samples.tsv
+printf 't_s\tevent\n' >"$EVENTS"
+printf 't_s\tprocess\tpid\trss_kb\tfds\n' >"$SAMPLES"
+echo "soak: results in $SOAK_DIR"
+
+# --- children ---------------------------------------------------------------------------
+declare -a RPID RPORT
+BPID=""
+BG=()
+cleanup() {
+  local p pids
+  for p in "${BG[@]}"; do kill "$p" 2>/dev/null || true; done
+  # The chaos loop restarts r0 in a subshell: its pid is in r0.pid.
+  pids="${RPID[*]} $BPID $(cat "$SOAK_DIR"/r*.pid 2>/dev/null || true)"
+  for p in $pids; do
+    kill -CONT "$p" 2>/dev/null || true
+    kill -TERM "$p" 2>/dev/null || true
+  done
+  sleep 1
+  for p in $pids "${BG[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+T0NS=$(date +%s%N)
+now() { # seconds since the start, one decimal
+  local d=$((($(date +%s%N) - T0NS) / 100000000))
+  printf '%d.%d' $((d / 10)) $((d % 10))
+}
+event() { printf '%s\t%s\n' "$(now)" "$*" >>"$EVENTS"; echo "[$(now) s] $*"; }
+
+# wait_line FILE PREFIX SECONDS: prints the rest of the first line of FILE starting with PREFIX.
+wait_line() {
+  local file=$1 prefix=$2 limit=$3 i line
+  for ((i = 0; i < limit * 20; i++)); do
+    line=$(grep -m1 "^$prefix" "$file" 2>/dev/null || true)
+    if [ -n "$line" ]; then echo "${line#"$prefix"}"; return 0; fi
+    sleep 0.05
+  done
+  echo "timed out waiting for '$prefix' in $file" >&2
+  return 1
+}
+
+# --- data -------------------------------------------------------------------------------
+INDEX=$SOAK_DIR/index
+"$BIN_DIR/ballot" build-index --synth-queries "$SYNTH_QUERIES" --docs "$DOCS" -o "$INDEX" >"$SOAK_DIR/build-index.log" 2>&1
+"$BIN_DIR/ballot" train --synth-queries "$SYNTH_QUERIES" --sizes "$INDEX/sizes.parquet" \
+  --replicas "$REPLICAS" -o "$SOAK_DIR/tables/table.parquet" >"$SOAK_DIR/train.log" 2>&1
+CACHE_BYTES=$(python3 -c '
+import json, sys
+m = json.load(open(sys.argv[1]))
+print(int(m["postings_bytes"] * float(sys.argv[2])))' "$INDEX/manifest.json" "$CACHE_FRAC")
+
+# --- processes --------------------------------------------------------------------------
+start_replica() { # start_replica I [PORT]
+  local i=$1 listen=127.0.0.1:${2:-0} log=$SOAK_DIR/r$1.log
+  local args=(--index "$INDEX" --listen "$listen" --cache-bytes "$CACHE_BYTES" --id "r$i")
+  if [ "$FLASH_MBPS" != 0 ]; then args+=(--flash-read-mbps "$FLASH_MBPS" --flash-latency-us "$FLASH_US"); fi
+  : >"$log.out"
+  "$BIN_DIR/replica" "${args[@]}" >"$log.out" 2>>"$log" &
+  RPID[i]=$!
+  local addr
+  addr=$(wait_line "$log.out" "listening on " 20)
+  RPORT[i]=${addr##*:}
+}
+for ((i = 0; i < REPLICAS; i++)); do start_replica "$i"; done
+
+CONFIG=$SOAK_DIR/balancer.toml
+{
+  printf 'listen = "127.0.0.1:0"\nadmin_listen = "127.0.0.1:0"\nadmin_token = "%s"\n' "$TOKEN"
+  printf 'tables_dir = "%s"\nrequest_timeout_ms = 1000\ndeadline_ms = 5000\nretries = 2\n' "$SOAK_DIR/tables"
+  printf '%b\n' "$BALANCER_EXTRA"
+  printf '\n[health]\ninterval_ms = 500\ntimeout_ms = 500\nfall = 2\nrise = 2\n'
+  printf '\n[policy]\nname = "table"\ntable = "%s"\nsizes = "%s"\n' "$SOAK_DIR/tables/table.parquet" "$INDEX/sizes.parquet"
+  for ((i = 0; i < REPLICAS; i++)); do
+    printf '\n[[replicas]]\nname = "r%d"\naddress = "127.0.0.1:%s"\n' "$i" "${RPORT[i]}"
+  done
+} >"$CONFIG"
+"$BIN_DIR/balancer" --config "$CONFIG" >"$SOAK_DIR/balancer.out" 2>"$SOAK_DIR/balancer.log" &
+BPID=$!
+LB=$(wait_line "$SOAK_DIR/balancer.out" "listening on " 30)
+ADMIN=$(wait_line "$SOAK_DIR/balancer.out" "admin on " 5)
+LB_PORT=${LB##*:}
+event "started: balancer $LB (admin $ADMIN), replicas on ports ${RPORT[*]}"
+
+admin() { # admin METHOD PATH [curl args...]
+  local method=$1 path=$2
+  shift 2
+  curl -sS -m 10 -o /dev/null -w '%{http_code}' -X "$method" \
+    -H "Authorization: Bearer $TOKEN" "$@" "http://$ADMIN$path" || echo "curl-failed"
+}
+
+REPLAY=("$BIN_DIR/ballot" replay --target "http://$LB" --part all --timeout 10s)
+
+# --- saturation -------------------------------------------------------------------------
+# A replay ends when its log does: the synthetic log is made long enough for the window
+# (its queries follow the same distribution whatever its length). The caches are warmed
+# first (closed loop, WARM_SECS), so saturation is measured on warm replicas.
+if [ -z "$RATE" ]; then
+  SAT_QUERIES=$((SYNTH_QUERIES > 30000 * SAT_SECS ? SYNTH_QUERIES : 30000 * SAT_SECS))
+  if [ "$WARM_SECS" -gt 0 ]; then
+    timeout $((WARM_SECS + 60)) "${REPLAY[@]}" --synth-queries "$SAT_QUERIES" --shuffle-seed 1000 \
+      --concurrency "$SAT_CONCURRENCY" --duration "${WARM_SECS}s" >"$SOAK_DIR/warm-up.txt" 2>&1
+  fi
+  timeout $((SAT_SECS + 60)) "${REPLAY[@]}" --synth-queries "$SAT_QUERIES" \
+    --concurrency "$SAT_CONCURRENCY" --duration "${SAT_SECS}s" \
+    --json "$SOAK_DIR/saturation.json" >"$SOAK_DIR/saturation.txt" 2>&1
+  RATE=$(python3 -c '
+import json, sys
+r = json.load(open(sys.argv[1]))
+print(max(1, round(r["throughput_qps"] * float(sys.argv[2]))))' "$SOAK_DIR/saturation.json" "$LOAD")
+  event "saturation $(python3 -c 'import json,sys; print(round(json.load(open(sys.argv[1]))["throughput_qps"]))' "$SOAK_DIR/saturation.json") q/s; open loop at $RATE q/s ($LOAD x)"
+else
+  event "open loop at RATE=$RATE q/s"
+fi
+WINDOW_QUERIES=$((RATE * WINDOW * 11 / 10 + 1000))
+[ "$WINDOW_QUERIES" -ge "$SYNTH_QUERIES" ] || WINDOW_QUERIES=$SYNTH_QUERIES
+
+# --- background: sampler, slowloris, chaos ----------------------------------------------
+sampler() {
+  set +e
+  local i p
+  while :; do
+    for p in balancer:$BPID $(for ((i = 0; i < REPLICAS; i++)); do echo "r$i:$(cat "$SOAK_DIR/r$i.pid")"; done); do
+      local name=${p%%:*} pid=${p##*:} rss fds
+      rss=$(awk '/^VmRSS:/ { print $2 }' "/proc/$pid/status" 2>/dev/null || true)
+      fds=$(ls "/proc/$pid/fd" 2>/dev/null | wc -l || true)
+      [ -n "$rss" ] && printf '%s\t%s\t%s\t%s\t%s\n' "$(now)" "$name" "$pid" "$rss" "$fds" >>"$SAMPLES"
+    done
+    sleep "$SAMPLE_EVERY"
+  done
+}
+for ((i = 0; i < REPLICAS; i++)); do echo "${RPID[i]}" >"$SOAK_DIR/r$i.pid"; done
+
+slowloris() { # holds SLOWLORIS connections that send one byte every 5 s
+  set +e
+  trap '' PIPE
+  local -a fds
+  local i fd opened=0 closed=0
+  open_one() {
+    if exec {fd}<>"/dev/tcp/127.0.0.1/$LB_PORT" 2>/dev/null; then
+      fds[$1]=$fd
+      opened=$((opened + 1))
+      printf 'GET /search?q=slow%d HTTP/1.1\r\nHost: soak\r\n' "$1" >&"$fd" 2>/dev/null || true
+    else
+      fds[$1]=""
+    fi
+  }
+  for ((i = 0; i < SLOWLORIS; i++)); do open_one "$i"; done
+  while :; do
+    sleep 5
+    for ((i = 0; i < SLOWLORIS; i++)); do
+      fd=${fds[i]}
+      if [ -z "$fd" ] || ! printf 'a' >&"$fd" 2>/dev/null; then
+        if [ -n "$fd" ]; then
+          exec {fd}>&-
+          closed=$((closed + 1))
+        fi
+        open_one "$i"
+      fi
+    done
+    printf '%s %s\n' "$opened" "$closed" >"$SOAK_DIR/slowloris.state"
+  done
+}
+
+chaos() {
+  set +e
+  local step=0 r0 r1 r2 code
+  sleep "$CHAOS_EVERY"
+  while :; do
+    case $((step % 4)) in
+      0)
+        r0=$(cat "$SOAK_DIR/r0.pid")
+        event "chaos: kill -9 r0 (pid $r0)"
+        kill -KILL "$r0" 2>/dev/null || true
+        sleep 1
+        local log=$SOAK_DIR/r0.log args=(--index "$INDEX" --listen "127.0.0.1:${RPORT[0]}" --cache-bytes "$CACHE_BYTES" --id r0)
+        if [ "$FLASH_MBPS" != 0 ]; then args+=(--flash-read-mbps "$FLASH_MBPS" --flash-latency-us "$FLASH_US"); fi
+        : >"$log.out"
+        "$BIN_DIR/replica" "${args[@]}" >"$log.out" 2>>"$log" &
+        echo $! >"$SOAK_DIR/r0.pid"
+        if wait_line "$log.out" "listening on " 20 >/dev/null; then
+          event "chaos: r0 restarted (pid $(cat "$SOAK_DIR/r0.pid"))"
+        else
+          event "chaos: r0 did not restart"
+        fi
+        ;;
+      1)
+        r1=$(cat "$SOAK_DIR/r1.pid")
+        event "chaos: SIGSTOP r1 for ${PAUSE_SECS}s"
+        kill -STOP "$r1"
+        sleep "$PAUSE_SECS"
+        kill -CONT "$r1"
+        event "chaos: SIGCONT r1"
+        ;;
+      2)
+        if [ $(((step / 4) % 2)) = 0 ]; then
+          code=$(admin POST /admin/table -H 'Content-Type: application/json' --data '{"path": "table.parquet"}')
+          event "chaos: table reload by path: HTTP $code"
+        else
+          code=$(admin POST /admin/table -H 'Content-Type: application/octet-stream' --data-binary "@$SOAK_DIR/tables/table.parquet")
+          event "chaos: table reload by upload: HTTP $code"
+        fi
+        ;;
+      3)
+        code=$(admin POST /admin/replicas/r2/drain)
+        event "chaos: drain r2: HTTP $code"
+        sleep "$DRAIN_SECS"
+        code=$(admin POST /admin/replicas/r2/enable)
+        event "chaos: enable r2: HTTP $code"
+        ;;
+    esac
+    step=$((step + 1))
+    sleep "$CHAOS_EVERY"
+  done
+}
+
+sampler &
+BG+=($!)
+if [ "$SLOWLORIS" -gt 0 ]; then
+  slowloris &
+  BG+=($!)
+fi
+chaos &
+BG+=($!)
+
+# --- load -------------------------------------------------------------------------------
+START=$(date +%s)
+w=0
+while [ $(($(date +%s) - START)) -lt "$DURATION" ]; do
+  w=$((w + 1))
+  left=$((DURATION - ($(date +%s) - START)))
+  secs=$((left < WINDOW ? left : WINDOW))
+  [ "$secs" -ge 1 ] || break
+  event "window $w: ${secs}s at $RATE q/s"
+  timeout $((secs + 60)) "${REPLAY[@]}" --synth-queries "$WINDOW_QUERIES" --rate "$RATE" \
+    --duration "${secs}s" --shuffle-seed "$w" \
+    --json "$SOAK_DIR/window-$w.json" >"$SOAK_DIR/window-$w.txt" 2>&1 ||
+    event "window $w: replay exited with status $?"
+done
+event "load done"
+# Still alive and answering?
+ALIVE=$(curl -sS -m 5 -o /dev/null -w '%{http_code}' "http://$LB/healthz" || echo down)
+event "balancer /healthz after the soak: $ALIVE"
+# Where failures came from: the balancer's counters and the replicas' shed counts.
+{
+  curl -sS -m 5 "http://$ADMIN/metrics" 2>/dev/null |
+    grep -E '^ballot_(client_errors_total|upstream_failures_total|retries_total|ejections_total|table_reload_failures_total|table_version)' || true
+  for ((i = 0; i < REPLICAS; i++)); do
+    printf 'r%d ' "$i"
+    curl -sS -m 5 "http://127.0.0.1:${RPORT[i]}/metrics" 2>/dev/null | grep -E '^replica_errors_total' | tr '\n' ' ' || true
+    echo
+  done
+} >"$SOAK_DIR/counters.txt"
+for p in "${BG[@]}"; do kill "$p" 2>/dev/null || true; done
+BG=()
+
+# --- report -----------------------------------------------------------------------------
+python3 - "$SOAK_DIR" "$w" "$WINDOW" "$ALIVE" <<'PY' | tee "$SOAK_DIR/report.txt"
+import csv, json, os, sys
+d, windows, window, alive = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+events = [(float(r["t_s"]), r["event"]) for r in csv.DictReader(open(f"{d}/events.tsv"), delimiter="\t")]
+starts = [t for t, e in events if e.startswith("window ") and e.endswith("q/s")]
+print("window  start_s   sent      ok  failed  p99_ms  failures by kind; chaos events")
+tot_sent = tot_ok = 0
+kinds = {}
+for w in range(1, windows + 1):
+    p = f"{d}/window-{w}.json"
+    if not os.path.exists(p):
+        print(f"{w:>6}  (no report)")
+        continue
+    r = json.load(open(p))
+    t0 = starts[w - 1] if w - 1 < len(starts) else 0.0
+    t1 = starts[w] if w < len(starts) else float("inf")
+    chaos = [e.removeprefix("chaos: ") for t, e in events if e.startswith("chaos:") and t0 <= t < t1]
+    errs = ", ".join(f"{k} {v}" for k, v in sorted(r["errors"].items())) or "-"
+    for k, v in r["errors"].items():
+        kinds[k] = kinds.get(k, 0) + v
+    tot_sent += r["sent"]
+    tot_ok += r["ok"]
+    p99 = r["latency_ms"]["p99"]
+    print(f"{w:>6}  {t0:>7.1f}  {r['sent']:>6}  {r['ok']:>6}  {r['error_total']:>6}  {p99:>6.1f}  {errs}; {'; '.join(chaos) or '-'}")
+failed = sum(kinds.values())
+print(f"total: sent {tot_sent}, ok {tot_ok}, failed {failed}" + (" (" + ", ".join(f"{k} {v}" for k, v in sorted(kinds.items())) + ")" if kinds else ""))
+print(f"balancer /healthz after the soak: {alive}")
+print("counters at the end (replica counters since its last start):")
+for line in open(f"{d}/counters.txt"):
+    print("  " + line.rstrip())
+sl = f"{d}/slowloris.state"
+if os.path.exists(sl):
+    opened, closed = open(sl).read().split()
+    print(f"slowloris: {opened} connections opened, {closed} closed by the server")
+rows = list(csv.DictReader(open(f"{d}/samples.tsv"), delimiter="\t"))
+warm = starts[1] if len(starts) > 1 else 0.0
+print()
+print("process  samples   rss_mb first/after-warm-up/last/max    fds first/after-warm-up/last/max")
+for name in ["balancer"] + sorted({r["process"] for r in rows} - {"balancer"}):
+    rs = [r for r in rows if r["process"] == name]
+    if not rs:
+        continue
+    after = [r for r in rs if float(r["t_s"]) >= warm] or rs
+    mb = lambda r: int(r["rss_kb"]) / 1024
+    fd = lambda r: int(r["fds"])
+    print(f"{name:<8} {len(rs):>7}   {mb(rs[0]):6.1f} {mb(after[0]):6.1f} {mb(rs[-1]):6.1f} {max(map(mb, rs)):6.1f}"
+          f"    {fd(rs[0]):5} {fd(after[0]):5} {fd(rs[-1]):5} {max(map(fd, rs)):5}")
+print()
+print("rss_mb and fds over time (balancer):")
+bal = [r for r in rows if r["process"] == "balancer"]
+step = max(1, len(bal) // 20)
+for r in bal[::step]:
+    print(f"  t={float(r['t_s']):7.1f}s  rss {int(r['rss_kb']) / 1024:6.1f} MB  fds {r['fds']}")
+PY
