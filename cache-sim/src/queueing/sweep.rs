@@ -4,7 +4,6 @@
 
 use std::ops::Range;
 
-use balancer::policy::RoutingPolicy;
 use rayon::prelude::*;
 use serde::Serialize;
 
@@ -35,7 +34,7 @@ pub struct SweepPoint {
 /// otherwise a fixed schedule).
 pub fn latency_sweep(
     trace: &Trace,
-    policy: &dyn RoutingPolicy,
+    router: Router<'_>,
     cfg: &QueueConfig,
     warmup: (Range<usize>, &Arrivals),
     measured: Range<usize>,
@@ -45,7 +44,7 @@ pub fn latency_sweep(
     rates
         .par_iter()
         .map(|&rate| {
-            let mut sim = Simulator::new(Some(trace), Router::Policy(policy), cfg)?;
+            let mut sim = Simulator::new(Some(trace), router, cfg)?;
             sim.run(warmup.0.clone(), warmup.1)?;
             let arrivals = if poisson {
                 Arrivals::Poisson { rate }
