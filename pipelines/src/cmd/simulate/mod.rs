@@ -4,12 +4,15 @@
 //! queues, the overflow and shed shares; with `--sweep`, latency against offered load (one
 //! curve per policy, SVG).
 //!
-//! Phases, per policy, on one simulated cluster: the train part warms the caches
-//! (`--warmup instant`: replayed without time, as `ballot eval` does; `closed`: closed loop
-//! with `--concurrency` clients, as `ballot demo` warms); the first `--saturate` test
-//! queries run closed loop with `--concurrency` clients (throughput at saturation); the
-//! rest run open loop at `--rate` (default: `--load-frac` × the first policy's
-//! saturation throughput, as the demo sets its rate) on a fixed schedule (`--arrivals`).
+//! Phases, per policy, on one simulated cluster: the train part (or its last `--warm`
+//! queries) warms the caches (`--warmup instant`: replayed without time, as `ballot eval`
+//! does; `closed`: closed loop with `--concurrency` clients, as `ballot demo` warms); the
+//! first `--saturate` test queries run closed loop with `--concurrency` clients
+//! (throughput at saturation); the next `--steady` (default: the rest) run open loop at
+//! `--rate` (default: `--load-frac` × the first policy's saturation throughput, as the
+//! demo sets its rate) on a fixed schedule (`--arrivals`). `--warm 5000 --saturate 5000
+//! --steady 3000 --warmup closed` are `ballot demo`'s live phases. The sweep warms the same
+//! way and runs the whole measured test range open loop at each rate.
 
 mod report;
 
@@ -133,9 +136,16 @@ pub struct SimulateArgs {
     /// How the train part warms the caches.
     #[arg(long, value_enum, default_value_t = Warmup::Instant)]
     pub warmup: Warmup,
-    /// Test queries run closed loop (default: half the test part); the rest run open loop.
+    /// Warm up with only the last N train queries (default: the whole train part; the
+    /// demo warms with 5,000).
+    #[arg(long)]
+    pub warm: Option<usize>,
+    /// Test queries run closed loop (default: half the test part; the demo runs 5,000).
     #[arg(long)]
     pub saturate: Option<usize>,
+    /// Test queries run open loop after those (default: the rest; the demo runs 3,000).
+    #[arg(long)]
+    pub steady: Option<usize>,
     /// Emulated flash bandwidth per replica, MB/s (the replica's --flash-read-mbps; the
     /// demo's 4 by default); 0: unlimited.
     #[arg(long, default_value_t = 4.0)]
@@ -347,8 +357,15 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
     cfg.validate(&routers[0])
         .context("simulator configuration")?;
 
-    let test = trace.train_len..trace.len();
+    let warm = trace.train_len - args.warm.unwrap_or(trace.train_len).min(trace.train_len);
+    let warm = warm..trace.train_len;
     let split = trace.train_len + saturate;
+    let end = match args.steady {
+        Some(0) => bail!("--steady must be at least 1"),
+        Some(n) => (split + n).min(trace.len()),
+        None => trace.len(),
+    };
+    let test = trace.train_len..end;
     let warm_arrivals = match args.warmup {
         Warmup::Instant => Arrivals::Instant,
         Warmup::Closed => Arrivals::Closed {
@@ -359,7 +376,7 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
         clients: args.concurrency,
     };
     let log_times = match args.arrivals {
-        ArrivalKind::Log => Some(log_times(&dataset, &order.order[split..])?),
+        ArrivalKind::Log => Some(log_times(&dataset, &order.order[split..end])?),
         _ => None,
     };
     let mut rate = args.rate;
@@ -368,7 +385,7 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
         let name = router.name();
         let stage = Stage::start(&format!("simulating {name}"));
         let mut sim = Simulator::new(Some(&trace), *router, &cfg)?;
-        let warmup = sim.run(0..trace.train_len, &warm_arrivals)?;
+        let warmup = sim.run(warm.clone(), &warm_arrivals)?;
         let saturation = sim.run(test.start..split, &closed)?;
         let r = *rate.get_or_insert(saturation.throughput_qps * args.load_frac);
         if !(r.is_finite() && r > 0.0) {
@@ -381,7 +398,7 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
             (ArrivalKind::Log, Some(ts)) => Arrivals::from_timestamps(ts, r)?,
             _ => Arrivals::Fixed { rate: r },
         };
-        let latency = sim.run(split..trace.len(), &open)?;
+        let latency = sim.run(split..end, &open)?;
         stage.finish(&format!(
             "{:.1} queries/s at saturation, p99 {:.2} ms at {r:.1} queries/s",
             saturation.throughput_qps, latency.latency_ms.p99
@@ -412,7 +429,7 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
                 &trace,
                 *router,
                 &cfg,
-                (0..trace.train_len, &warm_arrivals),
+                (warm.clone(), &warm_arrivals),
                 test.clone(),
                 &rates,
                 args.arrivals == ArrivalKind::Poisson,
