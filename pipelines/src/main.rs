@@ -1,7 +1,8 @@
 //! `ballot`: the batch jobs of the ballot cache-aware load balancer — ingest query logs,
 //! generate the synthetic default log, compute postings sizes, print log statistics,
-//! evaluate every routing policy's cache hits by simulation, train voting tables, replay
-//! logs over HTTP and run the demo. `ballot replica` and `ballot balancer` run the server
+//! evaluate every routing policy's cache hits by simulation, predict throughput and
+//! latency with the queueing simulator, train voting tables, replay logs over HTTP and
+//! run the demo. `ballot replica` and `ballot balancer` run the server
 //! command lines, so the demo needs no binary besides this one.
 
 mod chart;
@@ -41,6 +42,9 @@ enum Command {
     Train(cmd::train::TrainArgs),
     /// Train and evaluate a table for several (replicas, cache size) configurations.
     Grid(cmd::grid::GridArgs),
+    /// Predict throughput and tail latency per policy with the queueing simulator
+    /// (replicas with flash, CPU and queues; closed and open loop; shards).
+    Simulate(cmd::simulate::SimulateArgs),
     /// Replay a log against a live replica or balancer over HTTP (load generator).
     Replay(cmd::replay::ReplayArgs),
     /// Run the whole evaluation on the embedded default data, offline and live over HTTP,
@@ -86,6 +90,7 @@ fn main() -> ExitCode {
         Command::Train(a) => cmd::train::run(a),
         Command::Grid(a) => cmd::grid::run(a),
         Command::Replay(a) => cmd::replay::run(a),
+        Command::Simulate(a) => cmd::simulate::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -6,5 +6,6 @@ pub mod demo;
 pub mod eval;
 pub mod grid;
 pub mod replay;
+pub mod simulate;
 pub mod switch;
 pub mod train;

@@ -1,0 +1,340 @@
+//! The engine's handling of one query: routing at arrival (a policy over the balancer's
+//! view, or power of d choices per shard), admission, the worker pool, the replica's
+//! lookups and flash reads, the CPU part, and the answer (the balancer's loads updated as
+//! `balancer-server` updates them). Also the zero-time path that replays a query as the
+//! trace simulator does.
+
+use balancer::load::{LoadKind, LoadView};
+use balancer::policy::{QueryKey, Reason};
+use data::hash::mix64;
+use data::tokenizer::MAX_TERMS;
+
+use super::{Engine, Query, Task, NIL};
+use crate::eviction::Cache;
+use crate::queueing::config::{Router, Service};
+use crate::queueing::service::draw;
+use crate::queueing::view::SimView;
+
+impl<C: Cache> Engine<'_, C> {
+    /// The policy's replica index for query `q` now (counted in the overflow share when
+    /// `counted`).
+    #[inline]
+    pub(super) fn route_policy(
+        &mut self,
+        policy: &dyn balancer::RoutingPolicy,
+        q: usize,
+        counted: bool,
+    ) -> usize {
+        let mut hashes = [0u64; MAX_TERMS];
+        let (query_hash, n) = match self.trace {
+            Some(t) => {
+                let terms = t.terms(q);
+                let n = terms.len().min(MAX_TERMS);
+                for (slot, &term) in hashes.iter_mut().zip(&terms[..n]) {
+                    *slot = self.terms[term as usize].hash;
+                }
+                (t.query_hashes[q], n)
+            }
+            None => (mix64(q as u64), 0),
+        };
+        let key = QueryKey::new(query_hash, &hashes[..n]);
+        let b = &self.cfg.balancer;
+        let (base, stall): (&dyn LoadView, _) = match b.load {
+            LoadKind::InFlight => (&self.in_flight, None),
+            LoadKind::Window | LoadKind::Work => (&self.window, Some((b.stall_eps, b.stall_slack))),
+        };
+        let view = SimView::new(base, &self.in_flight, self.replicas, stall);
+        let d = policy.route(&key, &view, &mut self.route_rng);
+        if counted {
+            self.ph.decisions += 1;
+            self.ph.overflow += u64::from(d.reason == Reason::Overflow);
+        }
+        usize::from(d.replica).min(self.replicas - 1)
+    }
+
+    /// The server of task `j` of a query under power of `d` choices.
+    #[inline]
+    pub(super) fn pick_pod(&mut self, d: usize, j: usize) -> usize {
+        let (base, len) = if self.pool {
+            (0, self.servers.len())
+        } else {
+            (j * self.replicas, self.replicas)
+        };
+        let mut best = base + self.route_rng.below(len as u64) as usize;
+        for _ in 1..d {
+            let c = base + self.route_rng.below(len as u64) as usize;
+            if self.servers[c].in_flight < self.servers[best].in_flight {
+                best = c;
+            }
+        }
+        best
+    }
+
+    /// Query `q` arrives now from `client`.
+    pub(super) fn arrive(&mut self, q: usize, client: u32) {
+        let now = self.now;
+        let counted = q >= self.ph.count_from;
+        self.ph.all_sent += 1;
+        if counted {
+            if self.ph.sent == 0 {
+                self.ph.first_arrival = now;
+            }
+            self.ph.sent += 1;
+            self.ph.last_arrival = now;
+        }
+        let qi = self.alloc_query(Query {
+            arrival: now,
+            client,
+            remaining: self.fanout as u16,
+            index: 0,
+            failed: false,
+            counted,
+            miss: 0,
+        });
+        match self.router {
+            Router::Policy(policy) => {
+                let index = self.route_policy(policy, q, counted);
+                self.queries[qi as usize].index = index as u16;
+                self.in_flight.start(index);
+                if self.cfg.balancer.load == LoadKind::Window {
+                    self.window.record_mut(index, 1);
+                }
+                for s in 0..self.fanout {
+                    self.dispatch(qi, q, s * self.replicas + index);
+                }
+            }
+            Router::PowerOfD { d } => {
+                for j in 0..self.fanout {
+                    let server = self.pick_pod(d, j);
+                    self.dispatch(qi, q, server);
+                }
+            }
+        }
+    }
+
+    /// Task of query slot `qi` (trace index `q`) reaches `server`.
+    pub(super) fn dispatch(&mut self, qi: u32, q: usize, server: usize) {
+        let now = self.now;
+        let srv = &mut self.servers[server];
+        if u64::from(srv.in_flight) >= self.cfg.replica.max_inflight {
+            srv.stats.shed += 1;
+            let query = &mut self.queries[qi as usize];
+            query.failed = true;
+            query.remaining -= 1;
+            if query.remaining == 0 {
+                self.complete_query(qi);
+            }
+            return;
+        }
+        srv.enter(now);
+        let ti = self.alloc_task(Task {
+            query: qi,
+            q: q as u32,
+            server: server as u32,
+            cursor: 0,
+            last_stage: false,
+            on_core: false,
+            pending: NIL,
+            miss: 0,
+        });
+        let srv = &mut self.servers[server];
+        if (srv.busy as usize) < self.cfg.replica.workers {
+            srv.busy += 1;
+            self.start(ti);
+        } else {
+            srv.waiting.push_back(ti);
+        }
+    }
+
+    /// Task `ti` got a worker.
+    #[inline]
+    pub(super) fn start(&mut self, ti: u32) {
+        match self.cfg.service {
+            Service::Flash => self.advance(ti),
+            s => {
+                let t = draw(&s, &mut self.service_rng);
+                self.tasks[ti as usize].last_stage = true;
+                self.events.push(self.now + t, ti);
+            }
+        }
+    }
+
+    /// Task `ti` looks its next terms up until one must wait, then starts its CPU part.
+    #[inline]
+    pub(super) fn advance(&mut self, ti: u32) {
+        let now = self.now;
+        let task = &mut self.tasks[ti as usize];
+        let server = task.server as usize;
+        let srv = &mut self.servers[server];
+        if let Some(trace) = self.trace {
+            let terms = trace.terms(task.q as usize);
+            let n = terms.len().min(MAX_TERMS);
+            while usize::from(task.cursor) < n {
+                let term = terms[usize::from(task.cursor)];
+                task.cursor += 1;
+                let bytes = self.terms[term as usize].bytes;
+                if srv.cache.get(term) {
+                    srv.stats.hit_bytes += bytes;
+                    continue;
+                }
+                if let Some(&end) = srv.flights.get(&term) {
+                    // Single flight: wait for the read in progress; it costs no flash.
+                    srv.stats.hit_bytes += bytes;
+                    task.pending = NIL;
+                    self.events.push(end, ti);
+                    return;
+                }
+                let end = srv.bucket.read(now, bytes);
+                srv.flights.insert(term, end);
+                srv.stats.miss_bytes += bytes;
+                task.pending = term;
+                task.miss += bytes;
+                self.events.push(end, ti);
+                return;
+            }
+        }
+        task.last_stage = true;
+        let at = now + self.cpu_secs;
+        if self.cpu.is_empty() {
+            self.events.push(at, ti);
+            return;
+        }
+        let p = if self.cpu.len() == 1 { 0 } else { server };
+        let pool = &mut self.cpu[p];
+        if pool.busy < pool.cores {
+            pool.busy += 1;
+            task.on_core = true;
+            self.events.push(at, ti);
+        } else {
+            pool.waiting.push_back(ti);
+        }
+    }
+
+    /// Task `ti`'s pending event fires.
+    #[inline]
+    pub(super) fn step(&mut self, ti: u32) {
+        let task = self.tasks[ti as usize];
+        if !task.last_stage {
+            if task.pending != NIL {
+                let srv = &mut self.servers[task.server as usize];
+                let term = task.pending;
+                srv.cache.insert(term, self.terms[term as usize].bytes);
+                srv.flights.remove(&term);
+                self.tasks[ti as usize].pending = NIL;
+            }
+            self.advance(ti);
+            return;
+        }
+        if task.on_core {
+            let server = task.server as usize;
+            let p = if self.cpu.len() == 1 { 0 } else { server };
+            let pool = &mut self.cpu[p];
+            pool.busy -= 1;
+            if let Some(next) = pool.waiting.pop_front() {
+                pool.busy += 1;
+                self.tasks[next as usize].on_core = true;
+                self.events.push(self.now + self.cpu_secs, next);
+            }
+        }
+        self.finish(ti);
+    }
+
+    /// Task `ti` ends: its worker takes the next waiting task.
+    pub(super) fn finish(&mut self, ti: u32) {
+        let Task {
+            query: qi,
+            server,
+            miss,
+            ..
+        } = self.tasks[ti as usize];
+        self.free_tasks.push(ti);
+        let srv = &mut self.servers[server as usize];
+        srv.leave(self.now);
+        srv.busy -= 1;
+        if let Some(next) = srv.waiting.pop_front() {
+            srv.busy += 1;
+            self.start(next);
+        }
+        let query = &mut self.queries[qi as usize];
+        query.miss += miss;
+        query.remaining -= 1;
+        if query.remaining == 0 {
+            self.complete_query(qi);
+        }
+    }
+
+    /// Query slot `qi` is answered (or refused) now.
+    pub(super) fn complete_query(&mut self, qi: u32) {
+        let query = self.queries[qi as usize];
+        self.free_queries.push(qi);
+        self.ph.end_time = self.now;
+        if query.counted {
+            if query.failed {
+                self.ph.failed += 1;
+            } else {
+                self.ph.ok += 1;
+                self.ph.latencies.push(self.now - query.arrival);
+            }
+            self.ph.last_done = self.now;
+        }
+        if let Router::Policy(_) = self.router {
+            let index = usize::from(query.index);
+            self.in_flight.finish(index);
+            if self.cfg.balancer.load == LoadKind::Work && !query.failed {
+                let cost = self
+                    .cfg
+                    .balancer
+                    .work_query_bytes
+                    .saturating_add(query.miss);
+                self.window.record_mut(index, cost);
+            }
+        }
+        if self.ph.closed {
+            self.ph.ready.push(query.client);
+        }
+    }
+
+    /// Query `q` without time: routed, looked up in its servers' caches (inserted on a
+    /// miss at once), recorded in the window, as the trace replay does.
+    pub(super) fn instant(&mut self, q: usize) {
+        let counted = q >= self.ph.count_from;
+        self.ph.all_sent += 1;
+        self.ph.sent += u64::from(counted);
+        self.ph.ok += u64::from(counted);
+        let index = match self.router {
+            Router::Policy(policy) => Some(self.route_policy(policy, q, counted)),
+            Router::PowerOfD { .. } => None,
+        };
+        let mut miss = 0u64;
+        for j in 0..self.fanout {
+            let server = match self.router {
+                Router::PowerOfD { d } => self.pick_pod(d, j),
+                Router::Policy(_) => j * self.replicas + index.unwrap_or(0),
+            };
+            let srv = &mut self.servers[server];
+            srv.stats.tasks += 1;
+            if let (Some(trace), Service::Flash) = (self.trace, self.cfg.service) {
+                let terms = trace.terms(q);
+                for &term in &terms[..terms.len().min(MAX_TERMS)] {
+                    let bytes = self.terms[term as usize].bytes;
+                    if srv.cache.access(term, bytes) {
+                        srv.stats.hit_bytes += bytes;
+                    } else {
+                        srv.stats.miss_bytes += bytes;
+                        miss += bytes;
+                    }
+                }
+            }
+        }
+        if let Some(index) = index {
+            let cost = match self.cfg.balancer.load {
+                LoadKind::Window => Some(1),
+                LoadKind::Work => Some(self.cfg.balancer.work_query_bytes.saturating_add(miss)),
+                LoadKind::InFlight => None,
+            };
+            if let Some(c) = cost {
+                self.window.record_mut(index, c);
+            }
+        }
+    }
+}
