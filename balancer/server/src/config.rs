@@ -15,7 +15,7 @@
 //! deadline_ms = 3000                  # the whole client request, retries included
 //! retries = 2
 //! ramp_secs = 30.0
-//! max_query_bytes = 2048
+//! max_query_bytes = 4096             # at most data::query::MAX_QUERY_BYTES (4096)
 //!
 //! [health]
 //! interval_ms = 1000
@@ -190,7 +190,8 @@ pub struct Config {
     /// Seconds over which a reloaded table ramps in (0: at once).
     #[serde(default = "default_ramp_secs")]
     pub ramp_secs: f64,
-    /// Longest accepted `q`, in bytes after percent-decoding.
+    /// Longest accepted `q`, in bytes after percent-decoding: at most (and by default)
+    /// [`data::query::MAX_QUERY_BYTES`], the replica's limit.
     #[serde(default = "default_max_query_bytes")]
     pub max_query_bytes: usize,
     /// Health checks.
@@ -242,7 +243,7 @@ fn default_ramp_secs() -> f64 {
     30.0
 }
 fn default_max_query_bytes() -> usize {
-    2048
+    data::query::MAX_QUERY_BYTES
 }
 
 /// A config after validation, with paths resolved and the token read.
@@ -395,9 +396,10 @@ impl Config {
                 config.ramp_secs
             )));
         }
-        if config.max_query_bytes == 0 || config.max_query_bytes > 1 << 20 {
+        if !(1..=data::query::MAX_QUERY_BYTES).contains(&config.max_query_bytes) {
             return Err(invalid(format!(
-                "max_query_bytes must be between 1 and 1048576, got {}",
+                "max_query_bytes must be between 1 and {} (the replicas' limit), got {}",
+                data::query::MAX_QUERY_BYTES,
                 config.max_query_bytes
             )));
         }
@@ -494,6 +496,7 @@ address = "127.0.0.1:9000"
             (format!("stall_eps = -0.5\n{BASE}"), "stall_eps"),
             (format!("load = \"queue\"\n{BASE}"), "load"),
             (format!("retries = 99\n{BASE}"), "retries"),
+            (format!("max_query_bytes = 4097\n{BASE}"), "max_query_bytes"),
             (
                 BASE.replace("admin_token = \"t\"", "admin_token_env = \"NOPE\""),
                 "NOPE",

@@ -7,7 +7,8 @@
 //!
 //! * [`config`]: the TOML file, validated once.
 //! * [`state`]: replicas, the server-side `LoadView`, the router and table swaps.
-//! * [`front`]: the client listener. [`proxy`]: the request path. [`query`]: strict `q` extraction.
+//! * [`front`]: the client listener. [`proxy`]: the request path (`q` is decoded by
+//!   [`data::query`], the replica's decoder too).
 //! * [`upstream`]: keep-alive connections to replicas.
 //! * [`health`]: active checks. [`reload`]: table reload. [`admin`]: the admin API.
 //! * [`metrics`]: metric names and the recorder. [`window`]: the trailing-window load.
@@ -20,7 +21,6 @@ pub mod front;
 pub mod health;
 pub mod metrics;
 pub mod proxy;
-pub mod query;
 pub mod reload;
 pub mod state;
 pub mod upstream;

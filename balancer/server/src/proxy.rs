@@ -28,10 +28,10 @@ use hyper_util::rt::TokioExecutor;
 use metrics::{Counter, Histogram};
 
 use crate::metrics as m;
-use crate::query::extract_q;
 use crate::state::{Choice, State};
 use crate::upstream::Relay;
 use balancer::policy::{hash_tokens, QueryKey, Reason};
+use data::query::extract_q;
 
 /// The pooled client of the health checks.
 pub type UpstreamClient = Client<HttpConnector, Empty<Bytes>>;
