@@ -157,9 +157,9 @@ pub(super) fn check_metadata(
     path: &Path,
     limits: &TableLimits,
 ) -> Result<(), TableError> {
-    let corrupt = |detail: String| TableError::Metadata {
+    let corrupt = |detail: String| TableError::Corrupt {
         path: path.to_owned(),
-        detail: format!("corrupt Parquet footer: {detail}"),
+        detail: format!("footer: {detail}"),
     };
     let mut rows = 0u64;
     let mut decoded = 0u64;

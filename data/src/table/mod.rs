@@ -108,6 +108,9 @@ pub enum TableError {
     /// The table has no rows.
     #[error("{path}: voting table has no rows")]
     Empty { path: PathBuf },
+    /// The Parquet structure contradicts itself (found by the checks made before decoding).
+    #[error("{path}: corrupt Parquet voting table: {detail}")]
+    Corrupt { path: PathBuf, detail: String },
     /// The table breaks one of the [`TableLimits`]; nothing more of it was decoded.
     #[error("{path}: voting table exceeds the limit {limit} = {max}: {detail}")]
     Limit {

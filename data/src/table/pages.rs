@@ -38,7 +38,9 @@ const DATA_PAGE_V2: i32 = 3;
 /// `Encoding` values (parquet.thrift) the checks name.
 #[cfg(test)]
 const PLAIN: i32 = 0;
+const PLAIN_DICTIONARY: i32 = 2;
 const DELTA_BYTE_ARRAY: i32 = 7;
+const RLE_DICTIONARY: i32 = 8;
 
 /// Thrift compact-protocol type ids.
 const T_BOOL_TRUE: u8 = 1;
@@ -55,6 +57,25 @@ const T_MAP: u8 = 11;
 const T_STRUCT: u8 = 12;
 /// Deepest struct nesting accepted in a page header (real headers nest 3 deep).
 const MAX_DEPTH: u32 = 16;
+
+/// Refuses a field id seen before in one struct: no writer repeats a field, and refusing
+/// it means the checks and the Parquet reader can never read one header two ways.
+#[derive(Default)]
+struct Once(u64);
+
+impl Once {
+    fn check(&mut self, id: i16) -> Parse<()> {
+        if !(0..64).contains(&id) {
+            return Ok(());
+        }
+        let bit = 1u64 << id;
+        if self.0 & bit != 0 {
+            return Err(format!("field {id} repeated in a page header"));
+        }
+        self.0 |= bit;
+        Ok(())
+    }
+}
 
 /// The fields of a `PageHeader` the checks use.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -220,7 +241,9 @@ impl<R: Read> Thrift<R> {
             encoding: -1,
         };
         let mut seen = [false; 3];
+        let mut once = Once::default();
         self.fields(|t, id, ty| {
+            once.check(id)?;
             match (id, ty) {
                 (1, _) => {
                     h.kind = t.i32_field(ty)?;
@@ -238,8 +261,9 @@ impl<R: Read> Thrift<R> {
                 // 1 of each; the encoding is field 2 of the first two and 4 of the third.
                 (5 | 7 | 8, T_STRUCT) => {
                     let encoding_field = if id == 8 { 4 } else { 2 };
+                    let mut once = Once::default();
                     t.nested(|t| {
-                        t.fields(|t, sub, ty| match sub {
+                        t.fields(|t, sub, ty| match once.check(sub).map(|()| sub)? {
                             1 => {
                                 h.num_values = t.i32_field(ty)?;
                                 Ok(())
@@ -284,9 +308,9 @@ pub(super) fn walk_chunk<R: ChunkReader>(
     limits: &TableLimits,
 ) -> Result<ChunkPages, TableError> {
     let column = chunk.column_path().string();
-    let corrupt = |detail: String| TableError::Metadata {
+    let corrupt = |detail: String| TableError::Corrupt {
         path: path.to_owned(),
-        detail: format!("corrupt Parquet column chunk `{column}`: {detail}"),
+        detail: format!("column chunk `{column}`: {detail}"),
     };
     let start = chunk
         .dictionary_page_offset()
@@ -345,6 +369,16 @@ pub(super) fn walk_chunk<R: ChunkReader>(
                     "page {index} is a dictionary page (only the first page may be)"
                 )))
             }
+            // The Parquet reader panics on this one (parquet 60: "Decoder for dict should
+            // have been set"); fuzzing found it.
+            DATA_PAGE | DATA_PAGE_V2
+                if matches!(h.encoding, PLAIN_DICTIONARY | RLE_DICTIONARY)
+                    && !out.has_dictionary =>
+            {
+                return Err(corrupt(format!(
+                    "page {index} is dictionary-encoded but the chunk has no dictionary page"
+                )))
+            }
             DATA_PAGE | DATA_PAGE_V2 if byte_values && h.encoding == DELTA_BYTE_ARRAY => {
                 return Err(corrupt(format!(
                     "page {index} is DELTA_BYTE_ARRAY-encoded, which voting tables do not \
@@ -374,9 +408,9 @@ pub(super) fn check_term_dictionary<R: ChunkReader + 'static>(
         path: path.to_owned(),
         source,
     };
-    let corrupt = |detail: &str| TableError::Metadata {
+    let corrupt = |detail: &str| TableError::Corrupt {
         path: path.to_owned(),
-        detail: format!("corrupt `term` dictionary: {detail}"),
+        detail: format!("`term` dictionary: {detail}"),
     };
     let mut pages = SerializedPageReader::new(Arc::clone(reader), chunk, rows, None).map_err(pq)?;
     let Some(Page::DictionaryPage {
