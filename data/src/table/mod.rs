@@ -429,8 +429,7 @@ impl VotingTable {
             footer_rows = footer_rows.saturating_add(group_rows);
             for &leaf in &leaves {
                 let chunk = group.column(leaf);
-                let pages =
-                    pages::walk_chunk(&*reader, file_len, chunk, leaf == term_leaf, path, limits)?;
+                let pages = pages::walk_chunk(&*reader, file_len, chunk, path, limits)?;
                 decoded = decoded.saturating_add(pages.uncompressed);
                 if decoded > limits.max_decoded_bytes {
                     return Err(Limit::DecodedBytes.error(

@@ -9,11 +9,16 @@
 //! page (now of bounded size) to check that no entry is longer than a term may be.
 //!
 //! The `PageHeader` reader is written here because the `parquet` crate keeps its own
-//! private; it reads only the few fields the checks need and skips the rest. The `term`
-//! column may be PLAIN, DELTA_LENGTH_BYTE_ARRAY or dictionary-encoded. DELTA_BYTE_ARRAY
-//! (prefix sharing) is refused: each value may repeat the previous one's bytes, so, like a
-//! dictionary, a small page can expand far beyond its size, and no voting-table writer
-//! needs it.
+//! private; it reads only the few fields the checks need and skips the rest.
+//!
+//! Data pages must be PLAIN or dictionary-encoded (what ballot's writer and the defaults
+//! of arrow-rs and pyarrow produce). The delta encodings are refused: DELTA_BYTE_ARRAY lets
+//! each value repeat the previous one's bytes, so, like a dictionary, a small page can
+//! expand far beyond its size, and the DELTA_BINARY_PACKED decoder of `parquet` 60 divides
+//! by zero on a header with a zero block size. Two more panics of that reader, found by
+//! fuzzing, are turned into errors naming the page: a page (dictionary pages too) declaring
+//! no values but holding bytes (the PLAIN byte-array decoder divides by zero), and a
+//! dictionary-encoded data page in a chunk without a dictionary page.
 //!
 //! [format]: https://parquet.apache.org/docs/file-format/data-pages/
 
@@ -36,10 +41,8 @@ const INDEX_PAGE: i32 = 1;
 const DICTIONARY_PAGE: i32 = 2;
 const DATA_PAGE_V2: i32 = 3;
 /// `Encoding` values (parquet.thrift) the checks name.
-#[cfg(test)]
 const PLAIN: i32 = 0;
 const PLAIN_DICTIONARY: i32 = 2;
-const DELTA_BYTE_ARRAY: i32 = 7;
 const RLE_DICTIONARY: i32 = 8;
 
 /// Thrift compact-protocol type ids.
@@ -87,6 +90,10 @@ struct PageHeader {
     num_values: i32,
     /// Encoding of the values (`-1`: not given).
     encoding: i32,
+    /// `DataPageHeaderV2` only: nulls, and the bytes of the repetition and definition
+    /// levels (stored uncompressed before the values).
+    num_nulls: i32,
+    levels_bytes: i64,
 }
 
 /// A Thrift compact-protocol reader that counts the bytes it consumes.
@@ -239,6 +246,8 @@ impl<R: Read> Thrift<R> {
             compressed: -1,
             num_values: 0,
             encoding: -1,
+            num_nulls: 0,
+            levels_bytes: 0,
         };
         let mut seen = [false; 3];
         let mut once = Once::default();
@@ -258,21 +267,23 @@ impl<R: Read> Thrift<R> {
                     seen[2] = true;
                 }
                 // DataPageHeader, DictionaryPageHeader, DataPageHeaderV2: num_values is field
-                // 1 of each; the encoding is field 2 of the first two and 4 of the third.
+                // 1 of each; the encoding is field 2 of the first two and 4 of the third,
+                // whose fields 2, 5 and 6 are its nulls and level lengths.
                 (5 | 7 | 8, T_STRUCT) => {
-                    let encoding_field = if id == 8 { 4 } else { 2 };
+                    let v2 = id == 8;
+                    let encoding_field = if v2 { 4 } else { 2 };
                     let mut once = Once::default();
                     t.nested(|t| {
-                        t.fields(|t, sub, ty| match once.check(sub).map(|()| sub)? {
-                            1 => {
-                                h.num_values = t.i32_field(ty)?;
-                                Ok(())
+                        t.fields(|t, sub, ty| {
+                            once.check(sub)?;
+                            match (sub, v2) {
+                                (1, _) => h.num_values = t.i32_field(ty)?,
+                                (s, _) if s == encoding_field => h.encoding = t.i32_field(ty)?,
+                                (2, true) => h.num_nulls = t.i32_field(ty)?,
+                                (5 | 6, true) => h.levels_bytes += i64::from(t.i32_field(ty)?),
+                                _ => t.skip(ty, false)?,
                             }
-                            s if s == encoding_field => {
-                                h.encoding = t.i32_field(ty)?;
-                                Ok(())
-                            }
-                            _ => t.skip(ty, false),
+                            Ok(())
                         })
                     })?;
                 }
@@ -297,13 +308,11 @@ pub(super) struct ChunkPages {
 }
 
 /// Walks the page headers of `chunk` (from a file of `file_len` bytes), checking each page's
-/// declared sizes against `limits`. `byte_values` says the column holds byte arrays (the
-/// `term` column), whose encodings are checked too.
+/// declared sizes against `limits` and its data pages with [`check_data_page`].
 pub(super) fn walk_chunk<R: ChunkReader>(
     reader: &R,
     file_len: u64,
     chunk: &ColumnChunkMetaData,
-    byte_values: bool,
     path: &Path,
     limits: &TableLimits,
 ) -> Result<ChunkPages, TableError> {
@@ -363,35 +372,66 @@ pub(super) fn walk_chunk<R: ChunkReader>(
             ));
         }
         match h.kind {
-            DICTIONARY_PAGE if index == 0 => out.has_dictionary = true,
+            DICTIONARY_PAGE if index == 0 => {
+                check_count(&h).map_err(|e| corrupt(format!("page {index} {e}")))?;
+                out.has_dictionary = true;
+            }
             DICTIONARY_PAGE => {
                 return Err(corrupt(format!(
                     "page {index} is a dictionary page (only the first page may be)"
                 )))
             }
-            // The Parquet reader panics on this one (parquet 60: "Decoder for dict should
-            // have been set"); fuzzing found it.
-            DATA_PAGE | DATA_PAGE_V2
-                if matches!(h.encoding, PLAIN_DICTIONARY | RLE_DICTIONARY)
-                    && !out.has_dictionary =>
-            {
-                return Err(corrupt(format!(
-                    "page {index} is dictionary-encoded but the chunk has no dictionary page"
-                )))
-            }
-            DATA_PAGE | DATA_PAGE_V2 if byte_values && h.encoding == DELTA_BYTE_ARRAY => {
-                return Err(corrupt(format!(
-                    "page {index} is DELTA_BYTE_ARRAY-encoded, which voting tables do not \
-                     accept for terms (write PLAIN or dictionary pages)"
-                )))
-            }
-            DATA_PAGE | DATA_PAGE_V2 | INDEX_PAGE => {}
+            DATA_PAGE | DATA_PAGE_V2 => check_data_page(&h, out.has_dictionary)
+                .map_err(|e| corrupt(format!("page {index} {e}")))?,
+            INDEX_PAGE => {}
             other => return Err(corrupt(format!("page {index} has unknown type {other}"))),
         }
         out.uncompressed = out.uncompressed.saturating_add(uncompressed);
         index += 1;
     }
     Ok(out)
+}
+
+/// Checks a data page's header: an accepted encoding, a dictionary to go with dictionary
+/// encoding, a value count that fits, and (v2) nulls and level lengths that fit.
+fn check_data_page(h: &PageHeader, has_dictionary: bool) -> Parse<()> {
+    match h.encoding {
+        PLAIN => {}
+        PLAIN_DICTIONARY | RLE_DICTIONARY if has_dictionary => {}
+        PLAIN_DICTIONARY | RLE_DICTIONARY => {
+            return Err("is dictionary-encoded but the chunk has no dictionary page".into())
+        }
+        other => {
+            return Err(format!(
+                "has encoding {other}; voting tables accept PLAIN and dictionary pages \
+                 (0, 2 and 8)"
+            ))
+        }
+    }
+    check_count(h)?;
+    if h.kind == DATA_PAGE_V2 {
+        let values = i64::from(h.num_values) - i64::from(h.num_nulls);
+        let value_bytes = i64::from(h.uncompressed) - h.levels_bytes;
+        if h.num_nulls < 0 || values < 0 || h.levels_bytes < 0 || value_bytes < 0 {
+            return Err("has inconsistent null counts or level lengths".into());
+        }
+        if values == 0 && value_bytes > 0 {
+            return Err("holds value bytes but declares only nulls".into());
+        }
+    }
+    Ok(())
+}
+
+/// Checks a page's value count: not negative, and not 0 with bytes to decode (on which the
+/// PLAIN byte-array decoder of `parquet` 60 divides by zero, dictionary pages included).
+fn check_count(h: &PageHeader) -> Parse<()> {
+    if h.num_values < 0 || (h.num_values == 0 && h.uncompressed > 0) {
+        return Err(format!(
+            "declares {} values in {} bytes",
+            h.num_values, h.uncompressed
+        ));
+    }
+    Ok(())
 }
 
 /// Decodes the dictionary page of the `term` column chunk `chunk` (its size already checked
@@ -518,6 +558,8 @@ mod tests {
                 compressed: 10,
                 num_values: 1,
                 encoding: PLAIN,
+                num_nulls: 0,
+                levels_bytes: 0,
             }
         );
     }
