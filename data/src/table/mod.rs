@@ -25,6 +25,7 @@ pub use limits::{Limit, TableLimits};
 
 use std::collections::BTreeMap;
 use std::fs::File;
+use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -111,6 +112,10 @@ pub enum TableError {
     /// The Parquet structure contradicts itself (found by the checks made before decoding).
     #[error("{path}: corrupt Parquet voting table: {detail}")]
     Corrupt { path: PathBuf, detail: String },
+    /// The Parquet decoder panicked on malformed page data (caught; see
+    /// [`VotingTable::read_parquet`]).
+    #[error("{path}: malformed Parquet voting table (the decoder failed: {detail})")]
+    Malformed { path: PathBuf, detail: String },
     /// The table breaks one of the [`TableLimits`]; nothing more of it was decoded.
     #[error("{path}: voting table exceeds the limit {limit} = {max}: {detail}")]
     Limit {
@@ -299,7 +304,9 @@ impl VotingTable {
     }
 
     /// Reads and validates a table file with the default [`TableLimits`]. With
-    /// `expected_replicas`, a table built for a different replica count is rejected.
+    /// `expected_replicas`, a table built for a different replica count is rejected. Every
+    /// bad file is an error, never a panic: where the `parquet` decoder itself panics on
+    /// malformed data, the panic is caught and returned as [`TableError::Malformed`].
     pub fn read_parquet(path: &Path, expected_replicas: Option<u16>) -> Result<Self, TableError> {
         Self::read_parquet_with_limits(path, expected_replicas, &TableLimits::default())
     }
@@ -314,7 +321,7 @@ impl VotingTable {
             path: path.to_owned(),
             source,
         })?;
-        Self::read_from(file, path, expected_replicas, limits)
+        Self::read_guarded(file, path, expected_replicas, limits)
     }
 
     /// Reads and validates a table from bytes held in memory (an uploaded file) with the
@@ -339,7 +346,32 @@ impl VotingTable {
         expected_replicas: Option<u16>,
         limits: &TableLimits,
     ) -> Result<Self, TableError> {
-        Self::read_from(Bytes::from(bytes), label, expected_replicas, limits)
+        Self::read_guarded(Bytes::from(bytes), label, expected_replicas, limits)
+    }
+
+    /// [`VotingTable::read_from`], with a panic of the Parquet decoder turned into
+    /// [`TableError::Malformed`]: `parquet` 60 asserts on some malformed page data (an
+    /// over-long varint in RLE-encoded levels, found by fuzzing) that no header check can
+    /// see. Everything the read allocated is local and is dropped by the unwind. (With
+    /// `panic = "abort"` such a file would abort the process instead.)
+    fn read_guarded<R: ChunkReader + 'static>(
+        reader: R,
+        path: &Path,
+        expected_replicas: Option<u16>,
+        limits: &TableLimits,
+    ) -> Result<Self, TableError> {
+        let read = AssertUnwindSafe(|| Self::read_from(reader, path, expected_replicas, limits));
+        std::panic::catch_unwind(read).unwrap_or_else(|payload| {
+            let detail = payload
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "the decoder failed".to_owned());
+            Err(TableError::Malformed {
+                path: path.to_owned(),
+                detail,
+            })
+        })
     }
 
     fn read_from<R: ChunkReader + 'static>(
