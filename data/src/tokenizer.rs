@@ -5,7 +5,15 @@
 //! Unicode sense (`char::is_alphanumeric`); drop empty pieces; keep the first occurrence of
 //! each term (de-duplicate within a query, order of first appearance); keep at most
 //! [`MAX_TERMS`] terms. Lowercasing is Unicode-aware (`char::to_lowercase`, so `Straße`
-//! stays `straße` and `ÉTÉ` becomes `été`).
+//! stays `straße` and `ÉTÉ` becomes `été`); of a lowercase form, only alphanumeric
+//! characters are kept (`İ` becomes `i`, without the combining dot `char::to_lowercase`
+//! adds), so a term is always lowercase alphanumeric and tokenizing it again returns it.
+//!
+//! A term is at most [`MAX_TERM_BYTES`] long: the longest term a query the servers accept
+//! ([`crate::query::MAX_QUERY_BYTES`]) can hold, since lowercasing makes a character at most
+//! 3/2 as long in UTF-8 (`Ⱥ`, 2 bytes, becomes `ⱥ`, 3). A longer piece (only a log line
+//! longer than any servable query has one) is dropped, so a trained voting table never
+//! holds a term the table loader refuses or a query could never carry.
 //!
 //! [`Tokens`] is a reusable buffer: after its first few queries, tokenizing allocates
 //! nothing, which the balancer's hot path relies on. Its [`Tokens::normalized`] form (terms
@@ -13,6 +21,10 @@
 
 /// The most terms a query keeps; later terms are ignored.
 pub const MAX_TERMS: usize = 32;
+
+/// The longest term, in bytes: a query of [`crate::query::MAX_QUERY_BYTES`] bytes holding one
+/// term of characters that lowercasing lengthens by half.
+pub const MAX_TERM_BYTES: usize = crate::query::MAX_QUERY_BYTES / 2 * 3;
 
 /// A reusable tokenization of one query.
 #[derive(Clone, Debug, Default)]
@@ -43,7 +55,11 @@ impl Tokens {
                 if c.is_ascii() {
                     self.buf.push(c.to_ascii_lowercase());
                 } else {
-                    self.buf.extend(c.to_lowercase());
+                    // Keep only the letters of the lowercase form: `İ` lowercases to `i`
+                    // and a combining dot, which would make the term split differently
+                    // when tokenized again (fuzzing found it; no other character does).
+                    self.buf
+                        .extend(c.to_lowercase().filter(|l| l.is_alphanumeric()));
                 }
             } else {
                 start = self.end_term(start);
@@ -70,7 +86,7 @@ impl Tokens {
             .spans
             .iter()
             .any(|&(s, e)| &self.buf[s as usize..e as usize] == term);
-        if duplicate || self.truncated {
+        if duplicate || self.truncated || term.len() > MAX_TERM_BYTES {
             self.buf.truncate(start);
             return start;
         }
@@ -143,6 +159,7 @@ mod tests {
     #[test]
     fn unicode_aware() {
         assert_eq!(tokenize("ÉTÉ à Paris"), vec!["été", "à", "paris"]);
+        assert_eq!(tokenize("İSTANBUL İzmir"), vec!["istanbul", "izmir"]);
         assert_eq!(tokenize("Straße_München"), vec!["straße", "münchen"]);
         assert_eq!(tokenize("東京 tokyo2006"), vec!["東京", "tokyo2006"]);
     }
@@ -160,6 +177,27 @@ mod tests {
         t.tokenize(dup);
         assert_eq!(t.iter().collect::<Vec<_>>(), vec!["a", "b"]);
         assert!(!t.truncated());
+    }
+
+    #[test]
+    fn lowercasing_lengthens_a_character_by_at_most_half() {
+        let mut worst = (1, 1, 'a');
+        for c in (0..=u32::from(char::MAX)).filter_map(char::from_u32) {
+            let lower: usize = c.to_lowercase().map(char::len_utf8).sum();
+            if lower * worst.1 > worst.0 * c.len_utf8() {
+                worst = (lower, c.len_utf8(), c);
+            }
+        }
+        assert_eq!((worst.0, worst.1), (3, 2), "worst case {:?}", worst.2);
+        // The longest servable query's longest term is kept; a longer piece is dropped.
+        let longest = "Ⱥ".repeat(crate::query::MAX_QUERY_BYTES / 2);
+        assert_eq!(longest.len(), crate::query::MAX_QUERY_BYTES);
+        let terms = tokenize(&longest);
+        assert_eq!(terms[0].len(), MAX_TERM_BYTES);
+        assert_eq!(
+            tokenize(&format!("a {} b", "x".repeat(MAX_TERM_BYTES + 1))),
+            ["a", "b"]
+        );
     }
 
     #[test]

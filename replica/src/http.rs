@@ -10,7 +10,8 @@
 //! queued, and a search whose lists would take the bytes held by searches in flight past
 //! the budget waits briefly for them and is then refused with 503 ([`crate::budget`]), so a
 //! balancer can retry elsewhere while latency and memory stay bounded. The query string is
-//! decoded by hand so every malformed input gets its own 400 with a JSON error.
+//! decoded by [`data::query`], the balancer's decoder, so every malformed input gets its
+//! own 400 with a JSON error and both servers agree on what the query was.
 
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
@@ -172,69 +173,19 @@ struct SearchResponse<'a> {
 
 /// `q` and `k` from a raw query string, or the reason they are invalid.
 fn parse_params(raw: Option<&str>) -> Result<(String, usize), String> {
-    let mut q = None;
-    let mut k = None;
-    for pair in raw.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
-        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-        match key {
-            "q" if q.is_none() => {
-                // Refuse before decoding anything huge (encoding at most triples a byte).
-                if value.len() > 3 * MAX_QUERY_BYTES {
-                    return Err(format!("q exceeds {MAX_QUERY_BYTES} bytes"));
-                }
-                q = Some(percent_decode(value).map_err(|e| format!("q: {e}"))?);
-            }
-            "k" if k.is_none() => {
-                let v = percent_decode(value).map_err(|e| format!("k: {e}"))?;
-                let n: usize = v
-                    .parse()
-                    .map_err(|_| format!("k must be a number from 0 to {MAX_K}, got {v:?}"))?;
-                if n > MAX_K {
-                    return Err(format!("k must be at most {MAX_K}, got {n}"));
-                }
-                k = Some(n);
-            }
-            _ => {}
-        }
+    let q = data::query::extract_q(raw, MAX_QUERY_BYTES).map_err(|e| e.to_string())?;
+    let Some(k) = data::query::params(raw.unwrap_or("")).find(|p| p.key == "k") else {
+        return Ok((q, 10));
+    };
+    let bad = || {
+        let shown: String = k.raw.chars().take(24).collect();
+        format!("k must be a number from 0 to {MAX_K}, got {shown:?}")
+    };
+    let n: usize = k.value(24).map_err(|_| bad())?.parse().map_err(|_| bad())?;
+    if n > MAX_K {
+        return Err(format!("k must be at most {MAX_K}, got {n}"));
     }
-    let q = q.ok_or("missing parameter q")?;
-    if q.trim().is_empty() {
-        return Err("q is empty".into());
-    }
-    if q.len() > MAX_QUERY_BYTES {
-        return Err(format!(
-            "q is {} bytes; at most {MAX_QUERY_BYTES} are accepted",
-            q.len()
-        ));
-    }
-    Ok((q, k.unwrap_or(10)))
-}
-
-/// Decodes `application/x-www-form-urlencoded` text (`+` is a space), strictly: a `%` not
-/// followed by two hex digits, or bytes that are not UTF-8, are errors.
-pub fn percent_decode(s: &str) -> Result<String, String> {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            b'+' => out.push(b' '),
-            b'%' => {
-                let hex = |c: u8| (c as char).to_digit(16);
-                match (
-                    b.get(i + 1).and_then(|&c| hex(c)),
-                    b.get(i + 2).and_then(|&c| hex(c)),
-                ) {
-                    (Some(h), Some(l)) => out.push((h * 16 + l) as u8),
-                    _ => return Err(format!("invalid percent-encoding at byte {i}")),
-                }
-                i += 2;
-            }
-            c => out.push(c),
-        }
-        i += 1;
-    }
-    String::from_utf8(out).map_err(|_| "not valid UTF-8 after percent-decoding".into())
+    Ok((q, n))
 }
 
 /// Releases an admission slot when the blocking search ends (even if the client left).
@@ -377,6 +328,10 @@ mod tests {
         assert!(parse_params(Some("q=a&k=x"))
             .unwrap_err()
             .contains("number"));
+        assert!(parse_params(Some("q=a&k=%zz"))
+            .unwrap_err()
+            .contains("number"));
+        assert_eq!(parse_params(Some("k=3&k=x&q=a")), Ok(("a".into(), 3)));
         assert!(parse_params(Some("q=a&k=1001"))
             .unwrap_err()
             .contains("at most"));

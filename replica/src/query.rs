@@ -24,8 +24,8 @@ use crate::metrics::Stats;
 use crate::postings::{intersect, Postings};
 use crate::store::FlashStore;
 
-/// Longest accepted query, in bytes (after percent-decoding).
-pub const MAX_QUERY_BYTES: usize = 4096;
+/// Longest accepted query, in bytes (after percent-decoding): the balancer's limit too.
+pub const MAX_QUERY_BYTES: usize = data::query::MAX_QUERY_BYTES;
 /// Most distinct terms accepted in a query.
 pub const MAX_QUERY_TERMS: usize = data::tokenizer::MAX_TERMS;
 /// Largest accepted `k`.

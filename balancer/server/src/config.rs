@@ -18,7 +18,7 @@
 //! deadline_ms = 3000                  # the whole client request, retries included
 //! retries = 2
 //! ramp_queries = 2000                # routed queries over which a reloaded table ramps in
-//! max_query_bytes = 2048
+//! max_query_bytes = 4096              # at most data::query::MAX_QUERY_BYTES (4096)
 //! header_timeout_ms = 10000           # client: send a request head within this
 //! idle_timeout_ms = 60000             # client: keep-alive connection idle at most this
 //! max_connections = 10000             # open client connections (lowered to fit ulimit -n)
@@ -216,7 +216,8 @@ pub struct Config {
     /// Replaced by `ramp_queries`; rejected with a message saying so.
     #[serde(default)]
     pub ramp_secs: Option<f64>,
-    /// Longest accepted `q`, in bytes after percent-decoding.
+    /// Longest accepted `q`, in bytes after percent-decoding: at most (and by default)
+    /// [`data::query::MAX_QUERY_BYTES`], the replica's limit.
     #[serde(default = "default_max_query_bytes")]
     pub max_query_bytes: usize,
     /// Milliseconds a client has to send a request head, from the connection's start or
@@ -303,7 +304,7 @@ fn default_work_query_bytes() -> u64 {
     65_536
 }
 fn default_max_query_bytes() -> usize {
-    2048
+    data::query::MAX_QUERY_BYTES
 }
 fn default_header_timeout_ms() -> u64 {
     serving::limits::DEFAULT_HEADER_TIMEOUT.as_millis() as u64
@@ -475,9 +476,10 @@ impl Config {
                 "ramp_queries and slow_start_queries must be at most 2^40".into(),
             ));
         }
-        if config.max_query_bytes == 0 || config.max_query_bytes > 1 << 20 {
+        if !(1..=data::query::MAX_QUERY_BYTES).contains(&config.max_query_bytes) {
             return Err(invalid(format!(
-                "max_query_bytes must be between 1 and 1048576, got {}",
+                "max_query_bytes must be between 1 and {} (the replicas' limit), got {}",
+                data::query::MAX_QUERY_BYTES,
                 config.max_query_bytes
             )));
         }
@@ -620,6 +622,7 @@ address = "127.0.0.1:9000"
                 ),
                 "longer than 256",
             ),
+            (format!("max_query_bytes = 4097\n{BASE}"), "max_query_bytes"),
             (
                 BASE.replace("admin_token = \"t\"", "admin_token_env = \"NOPE\""),
                 "NOPE",

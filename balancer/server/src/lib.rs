@@ -9,8 +9,9 @@
 //! * [`replicas`]: the replica set and its health. [`view`]: the server-side `LoadView`.
 //! * [`state`]: the loads, the routing policy (the simulator's own) and table swaps.
 //! * [`front`]: the client listener (the `serving` crate's hardened loop). [`proxy`]: the
-//!   request path. [`query`]: strict `q` extraction. [`admit`]: the bounds on requests in
-//!   flight. [`forward`]: the headers sent upstream. [`access`]: the access log.
+//!   request path (`q` is decoded by [`data::query`], the replica's decoder too).
+//!   [`admit`]: the bounds on requests in flight. [`forward`]: the headers sent upstream.
+//!   [`access`]: the access log.
 //! * [`upstream`]: keep-alive connections to replicas.
 //! * [`health`]: active checks. [`reload`]: table reload. [`admin`]: the admin API.
 //!   [`tables`]: the files a path reload may read.
@@ -27,7 +28,6 @@ pub mod front;
 pub mod health;
 pub mod metrics;
 pub mod proxy;
-pub mod query;
 pub mod reload;
 pub mod replicas;
 pub mod state;

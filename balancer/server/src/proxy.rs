@@ -38,10 +38,10 @@ use crate::access;
 use crate::admit::Admission;
 use crate::forward::{self, X_REQUEST_ID};
 use crate::metrics as m;
-use crate::query::extract_q;
 use crate::state::{Choice, State};
 use crate::upstream::{Relay, RelayParts};
 use balancer::policy::{hash_tokens, QueryKey, Reason};
+use data::query::extract_q;
 
 /// The pooled client of the health checks.
 pub type UpstreamClient = Client<HttpConnector, Empty<Bytes>>;

@@ -10,20 +10,36 @@
 //! Loading validates everything once, so routing never has to: `replica < R`, weights finite
 //! and non-negative, no duplicate `(term, replica)`, non-empty terms. A bad file is rejected
 //! with an error naming the file and the first offending row.
+//!
+//! A table file is untrusted input (the balancer accepts uploads), so reading it is bounded
+//! by [`TableLimits`] ([`limits`]): the footer is checked before it is parsed, the row counts
+//! and column sizes it declares before any page is read, every page header and each `term`
+//! dictionary before any value is decoded ([`pages`]), and each record batch of
+//! [`BATCH_ROWS`] rows before its rows are materialized. Only the three table columns are
+//! decoded; the file's embedded Arrow schema is ignored (the Parquet types decide).
+
+mod limits;
+mod pages;
+
+pub use limits::{Limit, TableLimits};
 
 use std::collections::BTreeMap;
 use std::fs::File;
+use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arrow_array::{Array, Float32Array, RecordBatch, StringArray, UInt16Array};
 use arrow_schema::{DataType, Field, Schema};
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use parquet::arrow::ArrowWriter;
+use bytes::Bytes;
+use parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
+};
+use parquet::arrow::{ArrowWriter, ProjectionMask};
 use parquet::basic::Compression;
 use parquet::file::metadata::KeyValue;
 use parquet::file::properties::WriterProperties;
-use parquet::file::reader::ChunkReader;
+use parquet::file::reader::{ChunkReader, Length};
 use rustc_hash::FxHashSet;
 
 /// Version of the table layout this code writes and reads.
@@ -34,6 +50,10 @@ pub const KEY_REPLICAS: &str = "ballot.replicas";
 pub const KEY_FORMAT_VERSION: &str = "ballot.format_version";
 /// Metadata key holding the creation time (unix seconds).
 pub const KEY_CREATED_AT: &str = "ballot.created_at";
+/// Rows per record batch when reading: with terms of at most
+/// [`TableLimits::max_term_bytes`], one batch holds at most 4,096 × 6,144 bytes = 24 MiB of
+/// terms however the file is encoded.
+pub const BATCH_ROWS: usize = 4096;
 
 /// One vote: `term` votes for `replica` with `weight`.
 #[derive(Clone, Debug, PartialEq)]
@@ -89,6 +109,54 @@ pub enum TableError {
     /// The table has no rows.
     #[error("{path}: voting table has no rows")]
     Empty { path: PathBuf },
+    /// The Parquet structure contradicts itself (found by the checks made before decoding).
+    #[error("{path}: corrupt Parquet voting table: {detail}")]
+    Corrupt { path: PathBuf, detail: String },
+    /// The Parquet decoder panicked on malformed page data (caught; see
+    /// [`VotingTable::read_parquet`]).
+    #[error("{path}: malformed Parquet voting table (the decoder failed: {detail})")]
+    Malformed { path: PathBuf, detail: String },
+    /// The table breaks one of the [`TableLimits`]; nothing more of it was decoded.
+    #[error("{path}: voting table exceeds the limit {limit} = {max}: {detail}")]
+    Limit {
+        path: PathBuf,
+        /// Which limit.
+        limit: Limit,
+        /// The limit's value.
+        max: u64,
+        /// What the file holds.
+        detail: String,
+    },
+}
+
+/// A term as an error message shows it: at most 64 characters.
+fn show_term(term: &str) -> String {
+    const SHOWN: usize = 64;
+    match term.char_indices().nth(SHOWN) {
+        None => format!("{term:?}"),
+        Some((cut, _)) => format!("{:?}... ({} bytes)", &term[..cut], term.len()),
+    }
+}
+
+/// A [`ChunkReader`] shared between the page checks and the Arrow reader.
+struct Shared<R>(Arc<R>);
+
+impl<R: ChunkReader> Length for Shared<R> {
+    fn len(&self) -> u64 {
+        self.0.len()
+    }
+}
+
+impl<R: ChunkReader> ChunkReader for Shared<R> {
+    type T = R::T;
+
+    fn get_read(&self, start: u64) -> parquet::errors::Result<R::T> {
+        self.0.get_read(start)
+    }
+
+    fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<Bytes> {
+        self.0.get_bytes(start, length)
+    }
 }
 
 impl VotingTable {
@@ -135,8 +203,11 @@ impl VotingTable {
                 return Err(row_err(
                     i,
                     format!(
-                        "term {:?} votes for replica {} but the table has {} replicas (valid: 0..{})",
-                        row.term, row.replica, self.replicas, self.replicas
+                        "term {} votes for replica {} but the table has {} replicas (valid: 0..{})",
+                        show_term(&row.term),
+                        row.replica,
+                        self.replicas,
+                        self.replicas
                     ),
                 ));
             }
@@ -144,8 +215,9 @@ impl VotingTable {
                 return Err(row_err(
                     i,
                     format!(
-                        "term {:?} has weight {} (weights must be finite and >= 0)",
-                        row.term, row.weight
+                        "term {} has weight {} (weights must be finite and >= 0)",
+                        show_term(&row.term),
+                        row.weight
                     ),
                 ));
             }
@@ -153,8 +225,9 @@ impl VotingTable {
                 return Err(row_err(
                     i,
                     format!(
-                        "duplicate vote of term {:?} for replica {}",
-                        row.term, row.replica
+                        "duplicate vote of term {} for replica {}",
+                        show_term(&row.term),
+                        row.replica
                     ),
                 ));
             }
@@ -230,30 +303,82 @@ impl VotingTable {
         Ok(())
     }
 
-    /// Reads and validates a table file. With `expected_replicas`, a table built for a
-    /// different replica count is rejected.
+    /// Reads and validates a table file with the default [`TableLimits`]. With
+    /// `expected_replicas`, a table built for a different replica count is rejected. Every
+    /// bad file is an error, never a panic: where the `parquet` decoder itself panics on
+    /// malformed data, the panic is caught and returned as [`TableError::Malformed`].
     pub fn read_parquet(path: &Path, expected_replicas: Option<u16>) -> Result<Self, TableError> {
+        Self::read_parquet_with_limits(path, expected_replicas, &TableLimits::default())
+    }
+
+    /// [`VotingTable::read_parquet`] within `limits`.
+    pub fn read_parquet_with_limits(
+        path: &Path,
+        expected_replicas: Option<u16>,
+        limits: &TableLimits,
+    ) -> Result<Self, TableError> {
         let file = File::open(path).map_err(|source| TableError::Io {
             path: path.to_owned(),
             source,
         })?;
-        Self::read_from(file, path, expected_replicas)
+        Self::read_guarded(file, path, expected_replicas, limits)
     }
 
-    /// Reads and validates a table from bytes held in memory (an uploaded file); `label`
-    /// names it in errors.
+    /// Reads and validates a table from bytes held in memory (an uploaded file) with the
+    /// default [`TableLimits`]; `label` names it in errors.
     pub fn from_parquet_bytes(
         bytes: Vec<u8>,
         label: &Path,
         expected_replicas: Option<u16>,
     ) -> Result<Self, TableError> {
-        Self::read_from(bytes::Bytes::from(bytes), label, expected_replicas)
+        Self::from_parquet_bytes_with_limits(
+            bytes,
+            label,
+            expected_replicas,
+            &TableLimits::default(),
+        )
+    }
+
+    /// [`VotingTable::from_parquet_bytes`] within `limits`.
+    pub fn from_parquet_bytes_with_limits(
+        bytes: Vec<u8>,
+        label: &Path,
+        expected_replicas: Option<u16>,
+        limits: &TableLimits,
+    ) -> Result<Self, TableError> {
+        Self::read_guarded(Bytes::from(bytes), label, expected_replicas, limits)
+    }
+
+    /// [`VotingTable::read_from`], with a panic of the Parquet decoder turned into
+    /// [`TableError::Malformed`]: `parquet` 60 asserts on some malformed page data (an
+    /// over-long varint in RLE-encoded levels, found by fuzzing) that no header check can
+    /// see. Everything the read allocated is local and is dropped by the unwind. (With
+    /// `panic = "abort"` such a file would abort the process instead.)
+    fn read_guarded<R: ChunkReader + 'static>(
+        reader: R,
+        path: &Path,
+        expected_replicas: Option<u16>,
+        limits: &TableLimits,
+    ) -> Result<Self, TableError> {
+        let read = AssertUnwindSafe(|| Self::read_from(reader, path, expected_replicas, limits));
+        std::panic::catch_unwind(read).unwrap_or_else(|payload| {
+            let detail = payload
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "the decoder failed".to_owned());
+            Err(TableError::Malformed {
+                path: path.to_owned(),
+                detail,
+            })
+        })
     }
 
     fn read_from<R: ChunkReader + 'static>(
         reader: R,
         path: &Path,
         expected_replicas: Option<u16>,
+        limits: &TableLimits,
     ) -> Result<Self, TableError> {
         let pq = |source| TableError::Parquet {
             path: path.to_owned(),
@@ -263,9 +388,11 @@ impl VotingTable {
             path: path.to_owned(),
             detail,
         };
-        let builder = ParquetRecordBatchReaderBuilder::try_new(reader).map_err(pq)?;
+        limits::check_footer_len(&reader, path, limits)?;
+        let options = ArrowReaderOptions::new().with_skip_arrow_metadata(true);
+        let meta = ArrowReaderMetadata::load(&reader, options).map_err(pq)?;
         let mut metadata = BTreeMap::new();
-        if let Some(kvs) = builder.metadata().file_metadata().key_value_metadata() {
+        if let Some(kvs) = meta.metadata().file_metadata().key_value_metadata() {
             for kv in kvs {
                 if kv.key == "ARROW:schema" {
                     continue;
@@ -284,31 +411,102 @@ impl VotingTable {
                 });
             }
         }
-        let schema = builder.schema().clone();
+        // The three columns, their types checked before anything is decoded.
+        let schema = meta.schema().clone();
         let column = |name: &str| {
             schema
                 .index_of(name)
                 .map_err(|_| schema_err(format!("missing column `{name}`")))
         };
-        let (term_col, replica_col, weight_col) =
-            (column("term")?, column("replica")?, column("weight")?);
-        let reader = builder.with_batch_size(65_536).build().map_err(pq)?;
-        let mut rows = Vec::new();
-        for batch in reader {
+        let roots = [column("term")?, column("replica")?, column("weight")?];
+        let types = roots.map(|i| schema.field(i).data_type().clone());
+        if types[0] != DataType::Utf8 {
+            return Err(schema_err(format!(
+                "column `term` is {} (expected utf8)",
+                types[0]
+            )));
+        }
+        if !is_integer(&types[1]) {
+            return Err(schema_err(format!(
+                "column `replica` is {} (expected u16)",
+                types[1]
+            )));
+        }
+        if !matches!(types[2], DataType::Float32 | DataType::Float64) {
+            return Err(schema_err(format!(
+                "column `weight` is {} (expected f32)",
+                types[2]
+            )));
+        }
+        // Their leaf columns in the Parquet schema (each is a primitive, so one leaf each).
+        let descr = meta.parquet_schema();
+        let leaves: Vec<usize> = (0..descr.num_columns())
+            .filter(|&leaf| roots.contains(&descr.get_column_root_idx(leaf)))
+            .collect();
+        let term_leaf = (0..descr.num_columns())
+            .find(|&leaf| descr.get_column_root_idx(leaf) == roots[0])
+            .ok_or_else(|| schema_err("column `term` has no values".into()))?;
+        if leaves.len() != roots.len() {
+            return Err(schema_err(
+                "columns term, replica and weight must be flat".into(),
+            ));
+        }
+        limits::check_metadata(meta.metadata(), &leaves, path, limits)?;
+        let reader = Arc::new(reader);
+        let file_len = reader.len();
+        let mut decoded = 0u64;
+        let mut footer_rows = 0usize;
+        for group in meta.metadata().row_groups() {
+            let group_rows = usize::try_from(group.num_rows()).unwrap_or(0);
+            footer_rows = footer_rows.saturating_add(group_rows);
+            for &leaf in &leaves {
+                let chunk = group.column(leaf);
+                let pages = pages::walk_chunk(&*reader, file_len, chunk, path, limits)?;
+                decoded = decoded.saturating_add(pages.uncompressed);
+                if decoded > limits.max_decoded_bytes {
+                    return Err(Limit::DecodedBytes.error(
+                        path,
+                        limits,
+                        format!("its pages hold more than {decoded} uncompressed bytes in the columns read"),
+                    ));
+                }
+                if leaf == term_leaf && pages.has_dictionary {
+                    pages::check_term_dictionary(&reader, chunk, group_rows, path, limits)?;
+                }
+            }
+        }
+        let mask = ProjectionMask::roots(descr, roots);
+        let batches = ParquetRecordBatchReaderBuilder::new_with_metadata(Shared(reader), meta)
+            .with_projection(mask)
+            .with_batch_size(BATCH_ROWS)
+            .build()
+            .map_err(pq)?;
+        let mut rows: Vec<TableRow> = Vec::new();
+        rows.reserve_exact(footer_rows);
+        let mut term_bytes = 0u64;
+        let mut distinct: FxHashSet<u64> = FxHashSet::default();
+        for batch in batches {
             let batch = batch.map_err(|e| pq(e.into()))?;
-            let terms = batch
-                .column(term_col)
+            let col = |name: &str| {
+                batch
+                    .column_by_name(name)
+                    .ok_or_else(|| schema_err(format!("missing column `{name}`")))
+            };
+            let (term_array, replica_array, weight_array) =
+                (col("term")?, col("replica")?, col("weight")?);
+            let terms = term_array
                 .as_any()
                 .downcast_ref::<StringArray>()
                 .ok_or_else(|| {
                     schema_err(format!(
                         "column `term` is {} (expected utf8)",
-                        batch.column(term_col).data_type()
+                        term_array.data_type()
                     ))
                 })?;
-            let replica_values = integer_column(batch.column(replica_col).as_ref())
+            check_batch(terms, rows.len(), &mut term_bytes, path, limits)?;
+            let replica_values = integer_column(replica_array.as_ref())
                 .map_err(|t| schema_err(format!("column `replica` is {t} (expected u16)")))?;
-            let weight_values = float_column(batch.column(weight_col).as_ref())
+            let weight_values = float_column(weight_array.as_ref())
                 .map_err(|t| schema_err(format!("column `weight` is {t} (expected f32)")))?;
             for i in 0..batch.num_rows() {
                 let row = rows.len();
@@ -327,8 +525,18 @@ impl VotingTable {
                     row,
                     detail: format!("replica {replica} is out of range for u16"),
                 })?;
+                let term = terms.value(i);
+                if distinct.insert(crate::hash::term_hash(term))
+                    && distinct.len() as u64 > limits.max_terms
+                {
+                    return Err(Limit::Terms.error(
+                        path,
+                        limits,
+                        format!("row {row} brings its term count to {}", distinct.len()),
+                    ));
+                }
                 rows.push(TableRow {
-                    term: terms.value(i).to_owned(),
+                    term: term.to_owned(),
                     replica,
                     weight,
                 });
@@ -342,6 +550,62 @@ impl VotingTable {
         table.validate(path)?;
         Ok(table)
     }
+}
+
+/// Checks a batch of terms, whose first row is row `first` of the table, before its rows are
+/// materialized: the row count, each term's length and the running total of term bytes.
+fn check_batch(
+    terms: &StringArray,
+    first: usize,
+    term_bytes: &mut u64,
+    path: &Path,
+    limits: &TableLimits,
+) -> Result<(), TableError> {
+    let rows = (first + terms.len()) as u64;
+    if rows > limits.max_rows {
+        return Err(Limit::Rows.error(
+            path,
+            limits,
+            format!("it holds more than {} rows", rows - 1),
+        ));
+    }
+    let offsets = terms.value_offsets();
+    for (i, w) in offsets.windows(2).enumerate() {
+        let len = (w[1] - w[0]) as usize;
+        if len > limits.max_term_bytes {
+            return Err(Limit::TermBytes.error(
+                path,
+                limits,
+                format!("row {}: a term of {len} bytes", first + i),
+            ));
+        }
+    }
+    let batch_bytes = match (offsets.first(), offsets.last()) {
+        (Some(&a), Some(&b)) => (b - a) as u64,
+        _ => 0,
+    };
+    *term_bytes = term_bytes.saturating_add(batch_bytes);
+    if *term_bytes > limits.max_total_term_bytes {
+        return Err(Limit::TotalTermBytes.error(
+            path,
+            limits,
+            format!("rows 0..{rows} hold {} bytes of terms", *term_bytes),
+        ));
+    }
+    Ok(())
+}
+
+/// Whether `t` is an integer type [`integer_column`] reads.
+fn is_integer(t: &DataType) -> bool {
+    matches!(
+        t,
+        DataType::UInt16
+            | DataType::UInt8
+            | DataType::Int16
+            | DataType::Int32
+            | DataType::UInt32
+            | DataType::Int64
+    )
 }
 
 /// Keys under `ballot.` that callers may set freely (everything except the managed ones).
