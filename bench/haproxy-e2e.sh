@@ -43,9 +43,10 @@
 # round-robin"; any of those, run in the order given), ROUNDS (1; more runs every system
 # again, one row per round), LB_THREADS (1: HAProxy's nbthread and ballot's --workers), BASE_PORT
 # (18400: replicas from BASE_PORT, HAProxy BASE_PORT+50, ballot BASE_PORT+60/61), KEEP_LOGS=1
-# (keep the processes' logs in BENCH_DIR/e2e-logs), BALLOT_LOAD (window: ballot bounds the
-# queries routed to each replica over its last 10,000 decisions, as the simulator does;
-# in-flight: requests in flight, HAProxy's rule), BALLOT_CONFIG_EXTRA (top-level TOML lines
+# (keep the processes' logs in BENCH_DIR/e2e-logs), BALLOT_LOAD (auto: ballot's `table` bounds
+# the work routed to each replica over its last 10,000 decisions, flash bytes read plus a
+# fixed cost per query, and its other policies the queries, as `ballot eval --load auto`
+# simulates them; window, work or in-flight for all), BALLOT_CONFIG_EXTRA (top-level TOML lines
 # added to ballot's config, `\n`-separated), SKIP_BUILD=1 (use the binaries already in
 # target/release), FLASH_PRICE (0; `ballot train --flash-price`, which also balances the
 # flash bytes each replica reads).
@@ -67,7 +68,7 @@ TEST_QUERIES=${TEST_QUERIES-20000}
 SYSTEMS=${SYSTEMS:-"table ch-bl haproxy round-robin"}
 ROUNDS=${ROUNDS:-1}
 LB_THREADS=${LB_THREADS:-1}
-BALLOT_LOAD=${BALLOT_LOAD:-window}
+BALLOT_LOAD=${BALLOT_LOAD:-auto}
 FLASH_PRICE=${FLASH_PRICE:-0}
 BASE_PORT=${BASE_PORT:-18400}
 HAPROXY_PORT=$((BASE_PORT + 50))
@@ -228,12 +229,17 @@ start_ballot() { # run tag policy
   local policy="name = \"$2\""
   [ "$2" = table ] && policy="$policy
 table = \"$TABLE\""
+  local load=$BALLOT_LOAD
+  if [ "$load" = auto ]; then
+    # As `ballot eval --load auto`: the learned table bounds work, the others query counts.
+    if [ "$2" = table ]; then load=work; else load=window; fi
+  fi
   {
     echo "listen = \"127.0.0.1:$BALLOT_PORT\""
     echo "admin_listen = \"127.0.0.1:$BALLOT_ADMIN\""
     echo "admin_token = \"bench\""
     echo "eps = $EPS"
-    echo "load = \"$BALLOT_LOAD\""
+    echo "load = \"$load\""
     if [ -n "${BALLOT_CONFIG_EXTRA:-}" ]; then printf '%b\n' "$BALLOT_CONFIG_EXTRA"; fi
     echo "request_timeout_ms = 10000"
     echo "retries = 2"
@@ -366,8 +372,8 @@ names = {
 }
 print()
 print("| system | round | measured miss bytes ratio | simulated | throughput (ok/s) | p50 ms | p99 ms "
-      "| imbalance | overflow | flash use | errors |")
-print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+      "| imbalance | busiest flash share | overflow | flash use | errors |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
 for sysname in systems:
     for rnd in range(1, rounds + 1):
         r = json.load(open(f"{out}/test-{sysname}-{rnd}.json"))
@@ -378,7 +384,8 @@ for sysname in systems:
         simv = sim.get(sysname)
         print(f"| {names[sysname]} | {rnd} | {s['miss_bytes_ratio']:.4f} | "
               f"{'–' if simv is None else f'{simv:.4f}'} | {r['throughput_qps']:.1f} | "
-              f"{lat['p50']:.1f} | {lat['p99']:.1f} | {s['imbalance']:.3f} | {overflow_share(sysname, rnd)} | {use:.2f} | {errs} |")
+              f"{lat['p50']:.1f} | {lat['p99']:.1f} | {s['imbalance']:.3f} | {s['flash_share_max']:.3f} | "
+              f"{overflow_share(sysname, rnd)} | {use:.2f} | {errs} |")
 print()
 print(f"per-replica query shares and flash bytes: {out}/test-*.txt; JSON reports: {out}/test-*.json")
 PY

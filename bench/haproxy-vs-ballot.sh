@@ -235,6 +235,24 @@ p99_ms() {
     printf "%.2f", v }' "$1"
 }
 rps() { awk '$1 == "Requests/sec:" { print $2 }' "$1"; }
+# Replicas only: the flash bytes each replica has read (its /stats), one line of numbers.
+flash_bytes() {
+  [ "$BACKENDS" = replica ] || return 0
+  python3 - "${PORTS[@]}" <<'PY'
+import json, sys, urllib.request
+print(" ".join(str(json.load(urllib.request.urlopen(f"http://127.0.0.1:{p}/stats", timeout=5))["flash_bytes"])
+               for p in sys.argv[1:]))
+PY
+}
+# The busiest replica's share of the flash bytes read between two flash_bytes lines.
+flash_share_max() {
+  [ "$BACKENDS" = replica ] || { echo "-"; return 0; }
+  python3 -c '
+import sys
+b, a = ([int(x) for x in s.split()] for s in sys.argv[1:3])
+d = [y - x for x, y in zip(b, a)]
+print(f"{max(d) / sum(d):.3f}" if sum(d) > 0 else "-")' "$1" "$2"
+}
 errors() { awk '/Non-2xx|Socket errors/ { printf "%s ", $0 }' "$1"; }
 
 echo
@@ -245,16 +263,19 @@ else
 fi
 echo "balancer threads: $LB_THREADS (HAProxy nbthread, ballot --workers)"
 echo "load: wrk -t$THREADS -c$CONNS -d$DURATION (after $WARMUP warmup), alternating, $ROUNDS rounds"
-printf '%-8s %-6s %12s %10s  %s\n' lb round "requests/s" "p99 ms" "errors"
+printf '%-8s %-6s %12s %10s %12s  %s\n' lb round "requests/s" "p99 ms" "flash max" "errors"
 RATIOS=()
 for round in $(seq 1 "$ROUNDS"); do
   for lb in haproxy ballot; do
     port=$HAPROXY_PORT
     [ "$lb" = ballot ] && port=$BALLOT_PORT
     run_wrk "$lb-warm" "$port" "$WARMUP"
+    before=$(flash_bytes)
     run_wrk "$lb" "$port" "$DURATION"
+    after=$(flash_bytes)
     f="$RUN/wrk-$lb.txt"
-    printf '%-8s %-6s %12s %10s  %s\n' "$lb" "$round" "$(rps "$f")" "$(p99_ms "$f")" "$(errors "$f")"
+    printf '%-8s %-6s %12s %10s %12s  %s\n' "$lb" "$round" "$(rps "$f")" "$(p99_ms "$f")" \
+      "$(flash_share_max "$before" "$after")" "$(errors "$f")"
     cp "$f" "$BENCH_DIR/wrk-$lb-t$LB_THREADS-round$round.txt"
   done
   RATIOS+=("$(awk -v hr="$(rps "$BENCH_DIR/wrk-haproxy-t$LB_THREADS-round$round.txt")" \

@@ -103,6 +103,9 @@ pub struct ClusterStats {
     pub miss_ratio: Option<f64>,
     /// max/mean queries per replica.
     pub imbalance: Option<f64>,
+    /// The busiest replica's share of the flash bytes read (with flash the bottleneck,
+    /// throughput follows it; 1/R is perfect balance).
+    pub flash_share_max: Option<f64>,
 }
 
 fn ratio(a: u64, b: u64) -> Option<f64> {
@@ -136,16 +139,19 @@ pub fn summarize(urls: &[BaseUrl], before: &[Snapshot], after: &[Snapshot]) -> C
         })
         .collect();
     let max_q = (0..n).map(|i| d(i, "queries")).max().unwrap_or(0);
+    let flash_bytes = sum("flash_bytes");
+    let max_flash = (0..n).map(|i| d(i, "flash_bytes")).max().unwrap_or(0);
     ClusterStats {
         replicas,
         queries,
         lookups: sum("lookups"),
         hit_bytes,
         miss_bytes,
-        flash_bytes: sum("flash_bytes"),
+        flash_bytes,
         miss_bytes_ratio: ratio(miss_bytes, hit_bytes + miss_bytes),
         miss_ratio: ratio(misses, hits + misses),
         imbalance: (queries > 0).then(|| max_q as f64 * n as f64 / queries as f64),
+        flash_share_max: ratio(max_flash, flash_bytes),
     }
 }
 
@@ -177,6 +183,7 @@ mod tests {
         assert_eq!((s.queries, s.hit_bytes, s.miss_bytes), (40, 400, 400));
         assert_eq!(s.miss_bytes_ratio, Some(0.5));
         assert_eq!(s.flash_bytes, 7);
+        assert_eq!(s.flash_share_max, Some(1.0));
         assert_eq!(s.replicas[0].query_share, 0.75);
         assert_eq!(s.replicas[0].delta["cache_bytes"], 9);
         assert_eq!(s.replicas[1].miss_bytes_ratio, Some(0.75));
