@@ -20,7 +20,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
-use balancer::load::LoadKind;
 use balancer::policy::{build_policy, PolicyParams, RoutingPolicy};
 use cache_sim::eviction::EvictionKind;
 use cache_sim::queueing::{
@@ -35,6 +34,7 @@ use serde::Serialize;
 
 use super::eval::parse_policies;
 use crate::inputs::{Dataset, LogArgs, SizeArgs, SplitArgs};
+use crate::routing_args::RoutingArgs;
 use crate::progress::Stage;
 
 /// How the train part warms the caches.
@@ -106,15 +106,11 @@ pub struct SimulateArgs {
     /// Load-bound slack of the bounded policies.
     #[arg(long, default_value_t = 0.05)]
     pub eps: f64,
-    /// The balancer's load: window, work or in-flight.
-    #[arg(long, default_value = "window")]
-    pub load: LoadKind,
+    #[command(flatten)]
+    pub routing: RoutingArgs,
     /// Decisions in the trailing window of `window` and `work`.
     #[arg(long, default_value_t = DEFAULT_WINDOW)]
     pub window: usize,
-    /// `work`: the fixed cost of one query, in flash bytes.
-    #[arg(long, default_value_t = cache_sim::queueing::config::DEFAULT_WORK_QUERY_BYTES)]
-    pub work_query_bytes: u64,
     /// Stall guard of `window` and `work` (the balancer's `stall_eps`).
     #[arg(long, default_value_t = cache_sim::queueing::config::DEFAULT_STALL_EPS)]
     pub stall_eps: f64,
@@ -268,9 +264,9 @@ impl SimulateArgs {
             capacity_bytes: capacity,
             eviction: self.eviction,
             balancer: BalancerModel {
-                load: self.load,
+                load: self.routing.load_for(balancer::PolicyKind::RoundRobin),
                 window: self.window,
-                work_query_bytes: self.work_query_bytes,
+                work_query_bytes: self.routing.work_query_bytes,
                 stall_eps: self.stall_eps,
                 stall_slack: self.stall_slack,
             },
@@ -335,6 +331,7 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
             };
             let params = PolicyParams {
                 eps: args.eps,
+                homes: args.routing.homes,
                 term_bytes: Arc::new(trace.term_bytes_map()),
                 table,
                 ..PolicyParams::new(args.replicas)
@@ -384,6 +381,11 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
     for router in &routers {
         let name = router.name();
         let stage = Stage::start(&format!("simulating {name}"));
+        // Each policy under its own bound (`--load auto`: a table under work).
+        let mut cfg = cfg.clone();
+        if let Router::Policy(p) = router {
+            cfg.balancer.load = args.routing.load_for(p.kind());
+        }
         let mut sim = Simulator::new(Some(&trace), *router, &cfg)?;
         let warmup = sim.run(warm.clone(), &warm_arrivals)?;
         let saturation = sim.run(test.start..split, &closed)?;
