@@ -69,6 +69,10 @@ pub struct LiveSetup<'a> {
     pub rate: Option<f64>,
     /// See `rate`.
     pub load_frac: f64,
+    /// Queueing prediction: CPU microseconds per query outside flash.
+    pub sim_cpu_us: f64,
+    /// Queueing prediction: cores every replica's CPU work shares.
+    pub sim_cores: usize,
     /// Policies, in run order.
     pub policies: Vec<PolicyKind>,
     /// Where the processes' logs and configs go.
@@ -115,12 +119,36 @@ pub struct LiveRow {
     pub steady_p50_ms: f64,
     /// Open loop: p99 latency from the intended send time, ms.
     pub steady_p99_ms: f64,
+    /// The queueing simulator's prediction of the same three phases
+    /// (`cache_sim::queueing::simulate_live`), at the same offered rate.
+    pub predicted: Predicted,
     /// Requests sent over both counted phases (warm-up excluded).
     pub sent: u64,
     /// Failed requests over warm-up and both phases.
     pub errors: u64,
     /// The same failures by kind (`http_400`, `timeout`, ...).
     pub errors_by_kind: BTreeMap<String, u64>,
+}
+
+/// The queueing simulator's prediction of one policy's live phases.
+#[derive(Clone, Debug, Serialize)]
+pub struct Predicted {
+    /// Closed loop: answers per simulated second.
+    pub saturation_qps: f64,
+    /// Closed loop: p99 latency, ms.
+    pub saturation_p99_ms: f64,
+    /// Open loop: p50 latency from the intended send time, ms.
+    pub steady_p50_ms: f64,
+    /// Open loop: p99 latency from the intended send time, ms.
+    pub steady_p99_ms: f64,
+    /// Share of the counted phases' decisions made by overflow.
+    pub overflow_share: f64,
+    /// Miss bytes ratio over the counted phases.
+    pub miss_bytes_ratio: f64,
+    /// The busiest replica's share of the counted phases' flash bytes.
+    pub flash_share_max: f64,
+    /// Simulated queries per second of wall time (the simulator's own speed).
+    pub simulated_queries_per_sec: f64,
 }
 
 /// What the live run measured.
@@ -167,6 +195,7 @@ pub fn run(setup: &LiveSetup<'_>) -> Result<LiveReport> {
             setup.replicas
         );
         let run = serve_policy(setup, kind, &mut rate)?;
+        let predicted = predict(setup, &table, kind, run.offered_qps)?;
         let (Some(s1), Some(s2)) = (&run.saturate.stats, &run.steady.stats) else {
             bail!("no /stats were read");
         };
@@ -201,6 +230,7 @@ pub fn run(setup: &LiveSetup<'_>) -> Result<LiveReport> {
             steady_qps: run.steady.throughput(),
             steady_p50_ms: run.steady.latency_ms(50.0),
             steady_p99_ms: run.steady.latency_ms(99.0),
+            predicted,
             sent: run.saturate.sent + run.steady.sent,
             errors: run.warm_errors.values().sum::<u64>()
                 + run.saturate.error_total()
@@ -213,15 +243,20 @@ pub fn run(setup: &LiveSetup<'_>) -> Result<LiveReport> {
         };
         println!(
             "live: {kind}: miss bytes ratio simulated {:.4} measured {:.4}; busiest flash \
-             share simulated {:.3} measured {:.3}; {:.1} queries/s at saturation; p99 {:.1} ms \
-             at {:.1} queries/s offered; {}",
+             share simulated {:.3} measured {:.3}; {:.1} queries/s at saturation (predicted \
+             {:.1}); p99 {:.1} ms at {:.1} queries/s offered (predicted {:.1}); overflow \
+             {:.3} (predicted {:.3}); {}",
             row.simulated_miss_bytes_ratio,
             row.measured_miss_bytes_ratio,
             row.simulated_flash_share_max,
             row.measured_flash_share_max,
             row.saturation_qps,
+            row.predicted.saturation_qps,
             row.steady_p99_ms,
             row.offered_qps,
+            row.predicted.steady_p99_ms,
+            row.measured_overflow_share,
+            row.predicted.overflow_share,
             if row.errors == 0 {
                 "0 errors".to_owned()
             } else {
@@ -420,6 +455,61 @@ struct Simulated {
     imbalance: f64,
     overflow_share: f64,
     flash_share_max: f64,
+}
+
+/// The queueing simulator's prediction of `kind`'s live phases at the offered `rate`:
+/// the same queries, replicas, caches, flash emulation, load bound and clients, with the
+/// CPU work of every process on `sim_cores` shared cores.
+fn predict(
+    setup: &LiveSetup<'_>,
+    table: &Arc<VotingTable>,
+    kind: PolicyKind,
+    rate: f64,
+) -> Result<Predicted> {
+    use cache_sim::queueing::{simulate_live, Cores, LivePlan, QueueConfig};
+    let queries = setup
+        .warm
+        .iter()
+        .chain(&setup.saturate)
+        .chain(&setup.steady)
+        .map(String::as_str);
+    let trace = Trace::build(queries, setup.warm.len(), setup.sizes);
+    let params = PolicyParams {
+        eps: setup.eps,
+        homes: setup.routing.homes,
+        term_bytes: Arc::new(trace.term_bytes_map()),
+        table: Some(table.clone()),
+        ..PolicyParams::new(setup.replicas)
+    };
+    let policy = build_policy(kind, &params)?;
+    let mut cfg = QueueConfig::new(setup.replicas, setup.cache_bytes);
+    cfg.balancer.load = setup.routing.load_for(kind);
+    cfg.balancer.work_query_bytes = setup.routing.work_query_bytes;
+    cfg.replica.flash_read_mbps = setup.flash_read_mbps;
+    cfg.replica.cpu_us = setup.sim_cpu_us;
+    cfg.cores = Cores::Shared(setup.sim_cores);
+    let started = std::time::Instant::now();
+    let plan = LivePlan {
+        saturate: setup.saturate.len(),
+        concurrency: setup.concurrency,
+        rate,
+    };
+    let p = simulate_live(&trace, policy.as_ref(), &cfg, &plan)
+        .with_context(|| format!("queueing prediction of {kind}"))?;
+    let simulated = (p.warm.sent + p.saturate.sent + p.steady.sent) as f64;
+    let counted = (p.saturate.sent + p.steady.sent).max(1) as f64;
+    let weighted =
+        |a: f64, b: f64| (a * p.saturate.sent as f64 + b * p.steady.sent as f64) / counted;
+    Ok(Predicted {
+        saturation_qps: p.saturate.throughput_qps,
+        saturation_p99_ms: p.saturate.latency_ms.p99,
+        steady_p50_ms: p.steady.latency_ms.p50,
+        steady_p99_ms: p.steady.latency_ms.p99,
+        overflow_share: weighted(p.saturate.overflow_share, p.steady.overflow_share),
+        miss_bytes_ratio: weighted(p.saturate.miss_bytes_ratio, p.steady.miss_bytes_ratio),
+        flash_share_max: p.saturate.flash_share_max.max(p.steady.flash_share_max),
+        simulated_queries_per_sec: simulated / started.elapsed().as_secs_f64().max(1e-9),
+    })
 }
 
 /// Simulates every policy over warm + counted queries.

@@ -86,6 +86,15 @@ pub struct DemoArgs {
     /// Live: open-loop rate in queries/s (overrides --live-load).
     #[arg(long)]
     pub live_rate: Option<f64>,
+    /// Queueing prediction: CPU time of one query outside flash reads, microseconds (the
+    /// replica's work plus the balancer's and the load generator's share; see
+    /// docs/queueing.md for how to measure it).
+    #[arg(long, default_value_t = 600.0)]
+    pub sim_cpu_us: f64,
+    /// Queueing prediction: cores the replicas' CPU work shares (default: this machine's,
+    /// since the demo runs every process on it).
+    #[arg(long)]
+    pub sim_cores: Option<usize>,
 }
 
 /// Load-bound slack of every policy in the demo, simulated and live.
@@ -257,6 +266,10 @@ pub fn run(args: &DemoArgs) -> Result<()> {
             steady: pick(&test[n_sat..n_sat + n_steady]),
             concurrency: args.live_concurrency,
             rate: args.live_rate,
+            sim_cpu_us: args.sim_cpu_us,
+            sim_cores: args.sim_cores.unwrap_or_else(|| {
+                std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get)
+            }),
             load_frac: args.live_load,
             policies: live_policies,
             work_dir: args.out.join("live"),

@@ -143,6 +143,38 @@ fn live_section(md: &mut String, live: &LiveReport) -> Result<()> {
             r.errors
         )?;
     }
+    writeln!(md, "\n### Predicted by the queueing simulator\n")?;
+    writeln!(md, "`cache_sim::queueing` replays the same queries through the same policy, load bound, caches and emulated flash, with time: closed loop with the same clients, then open loop at the same offered rate, every process's CPU work on the machine's shared cores (`--sim-cpu-us`, `--sim-cores`).\n")?;
+    writeln!(
+        md,
+        "| policy | throughput at saturation (measured / predicted / error) | p99 at offered load, ms (measured / predicted / error) | overflow (measured / predicted) | busiest flash share (measured / predicted) |"
+    )?;
+    writeln!(md, "|---|---:|---:|---:|---:|")?;
+    let err = |measured: f64, predicted: f64| {
+        if measured > 0.0 {
+            format!("{:+.0}%", (predicted / measured - 1.0) * 100.0)
+        } else {
+            "–".to_owned()
+        }
+    };
+    for r in &live.rows {
+        let p = &r.predicted;
+        writeln!(
+            md,
+            "| {} | {:.1} / {:.1} / {} | {:.1} / {:.1} / {} | {:.3} / {:.3} | {:.3} / {:.3} |",
+            r.policy,
+            r.saturation_qps,
+            p.saturation_qps,
+            err(r.saturation_qps, p.saturation_qps),
+            r.steady_p99_ms,
+            p.steady_p99_ms,
+            err(r.steady_p99_ms, p.steady_p99_ms),
+            r.measured_overflow_share,
+            p.overflow_share,
+            r.measured_flash_share_max,
+            p.flash_share_max
+        )?;
+    }
     writeln!(
         md,
         "\n![simulated and measured miss bytes ratio](live-miss.svg)\n"

@@ -34,8 +34,8 @@ use serde::Serialize;
 
 use super::eval::parse_policies;
 use crate::inputs::{Dataset, LogArgs, SizeArgs, SplitArgs};
-use crate::routing_args::RoutingArgs;
 use crate::progress::Stage;
+use crate::routing_args::RoutingArgs;
 
 /// How the train part warms the caches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
