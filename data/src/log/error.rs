@@ -107,6 +107,15 @@ pub enum LogError {
         #[source]
         source: parquet::errors::ParquetError,
     },
+    /// The Parquet file is corrupt in a way its reader does not report as an error: its
+    /// metadata points outside the file, or decoding it failed an internal check.
+    #[error("{}: corrupt Parquet: {detail}", path.display())]
+    ParquetCorrupt {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        detail: String,
+    },
     /// A record batch of the Parquet file could not be decoded.
     #[error("{}: unreadable Parquet data: {source}", path.display())]
     ParquetBatch {

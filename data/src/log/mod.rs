@@ -31,6 +31,7 @@ pub mod error;
 pub mod fields;
 pub mod format;
 pub mod layout;
+pub mod pages;
 pub mod parquet;
 pub mod sniff;
 pub mod text;

@@ -14,11 +14,18 @@
 //! says what was expected and what the file has. The file is read record batch by record
 //! batch; each row costs only its record's own strings (repeats cost nothing). A row with a
 //! null `query` is malformed (counted with its 1-based row number, skipped).
+//!
+//! A corrupt file is an error, never a crash: column chunks must lie inside the file, their
+//! pages inside them and no bigger than [`pages::MAX_PAGE_BYTES`] uncompressed, and
+//! the decoders' internal assertions (which the `parquet` and `arrow` crates make instead of
+//! returning errors on some corrupt pages) are caught and reported as
+//! [`LogError::ParquetCorrupt`].
 
+use std::cell::Cell;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Once};
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::{
@@ -30,11 +37,13 @@ use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::{ArrowWriter, ProjectionMask};
 use parquet::basic::Compression;
+use parquet::file::metadata::ParquetMetaData;
 use parquet::file::properties::WriterProperties;
 
 use super::collapse::Collector;
 use super::format::{header_role, LogFormat, Role};
 use super::layout::{ColumnRef, Layout, LayoutSpec, ParquetColumns, Shape};
+use super::pages;
 use super::text::OnStart;
 use super::{LogError, LogRecord, ReadOptions};
 use crate::time::TimeFormat;
@@ -354,8 +363,129 @@ impl<'a> UserCol<'a> {
     }
 }
 
-/// Reads a Parquet query log from an opened file.
+/// Checks that every column chunk of the metadata lies inside the file (the reader asserts
+/// it, panicking, or reads past it), and that its pages are bounded ([`pages`]).
+fn check_chunks(
+    path: &Path,
+    meta: &ParquetMetaData,
+    file: &File,
+    file_len: u64,
+) -> Result<(), LogError> {
+    for (r, rg) in meta.row_groups().iter().enumerate() {
+        if rg.num_rows() < 0 {
+            return Err(LogError::ParquetCorrupt {
+                path: path.to_owned(),
+                detail: format!("row group {r} has {} rows", rg.num_rows()),
+            });
+        }
+        for c in rg.columns() {
+            let start = c.dictionary_page_offset().unwrap_or(c.data_page_offset());
+            let len = c.compressed_size();
+            let end = u64::try_from(start)
+                .ok()
+                .zip(u64::try_from(len).ok())
+                .and_then(|(s, l)| s.checked_add(l));
+            if !end.is_some_and(|e| e <= file_len)
+                || c.data_page_offset() < 0
+                || c.uncompressed_size() < 0
+                || c.num_values() < 0
+            {
+                return Err(LogError::ParquetCorrupt {
+                    path: path.to_owned(),
+                    detail: format!(
+                        "row group {r}, column `{}`: bytes {start} to {start}+{len} are not \
+                         inside the file ({file_len} bytes)",
+                        c.column_path().string()
+                    ),
+                });
+            }
+            let (start, len) = (start as u64, len as u64);
+            pages::check_chunk(file, start, len).map_err(|detail| LogError::ParquetCorrupt {
+                path: path.to_owned(),
+                detail: format!(
+                    "row group {r}, column `{}`: {detail}",
+                    c.column_path().string()
+                ),
+            })?;
+        }
+    }
+    Ok(())
+}
+
+/// The text of a panic payload.
+fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "an internal check failed".to_owned())
+}
+
+thread_local! {
+    /// Set while this thread decodes Parquet: a panic is then caught and reported as an
+    /// error, so the panic hook stays quiet.
+    static DECODING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Installs (once) a panic hook that is silent on a thread while it decodes Parquet and
+/// hands every other panic to the hook that was there before.
+fn quiet_decoder_panics() {
+    static HOOK: Once = Once::new();
+    HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !DECODING.with(Cell::get) {
+                previous(info);
+            }
+        }));
+    });
+}
+
+/// Clears [`DECODING`] when the decoding scope ends, however it ends.
+struct Decoding;
+
+impl Decoding {
+    fn start() -> Decoding {
+        quiet_decoder_panics();
+        DECODING.with(|d| d.set(true));
+        Decoding
+    }
+}
+
+impl Drop for Decoding {
+    fn drop(&mut self) {
+        DECODING.with(|d| d.set(false));
+    }
+}
+
+/// Reads a Parquet query log from an opened file. The Parquet and Arrow decoders assert
+/// some invariants of the data instead of returning errors; a corrupt file that trips one
+/// is reported as [`LogError::ParquetCorrupt`], not as a crash (and the panic hook stays
+/// silent for it: see [`quiet_decoder_panics`]).
 pub(crate) fn read_parquet(
+    path: &Path,
+    file: File,
+    opts: &ReadOptions,
+    on_start: OnStart<'_>,
+) -> Result<(Layout, Collector), LogError> {
+    let caught = {
+        let _decoding = Decoding::start();
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            read_parquet_inner(path, file, opts, on_start)
+        }))
+    };
+    caught.unwrap_or_else(|payload| {
+        Err(LogError::ParquetCorrupt {
+            path: path.to_owned(),
+            detail: format!(
+                "the Parquet decoder failed: {}",
+                panic_text(payload.as_ref())
+            ),
+        })
+    })
+}
+
+fn read_parquet_inner(
     path: &Path,
     file: File,
     opts: &ReadOptions,
@@ -365,7 +495,19 @@ pub(crate) fn read_parquet(
         path: path.to_owned(),
         source,
     };
+    let file_len = file
+        .metadata()
+        .map_err(|source| LogError::Io {
+            path: path.to_owned(),
+            source,
+        })?
+        .len();
+    let pages_file = file.try_clone().map_err(|source| LogError::Io {
+        path: path.to_owned(),
+        source,
+    })?;
     let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(parquet_err)?;
+    check_chunks(path, builder.metadata(), &pages_file, file_len)?;
     let (roots, layout) = plan(path, builder.schema(), &opts.layout)?;
     let names = match &layout.shape {
         Shape::Parquet(p) => (
