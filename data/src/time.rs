@@ -36,7 +36,7 @@ pub enum TimeFormat {
 }
 
 /// The instant every example in a message is shown at: 2006-03-01 07:17:12 UTC.
-const EXAMPLE_MS: i64 = 1_141_197_432_000;
+pub const EXAMPLE_MS: i64 = 1_141_197_432_000;
 
 impl TimeFormat {
     /// The Excite 1997 log's `YYMMDDhhmmss`.

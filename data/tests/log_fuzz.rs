@@ -547,3 +547,31 @@ fn a_page_announcing_gigabytes_is_refused_before_any_allocation() {
     );
     assert!(peak < 8 << 20, "peak {peak}");
 }
+
+/// Text inputs the fuzzing found that crashed the reader: each is now a result or an error
+/// naming the file.
+#[test]
+fn text_found_by_fuzzing() {
+    let dir = TempDir::new().unwrap();
+    // `--format csv` on a line whose only field has text after its closing quote: the
+    // column view of the sample had no columns, and suggesting a mapping underflowed.
+    let path = dir.path().join("quote.csv");
+    std::fs::write(&path, b"\" ,\":aaaa\n").unwrap();
+    let layout = LayoutSpec {
+        format: Some(LogFormat::Csv),
+        ..LayoutSpec::default()
+    };
+    let e = read_log(
+        &path,
+        &ReadOptions {
+            keep_repeats: false,
+            layout,
+        },
+    )
+    .unwrap_err();
+    assert!(matches!(e, LogError::Layout { .. }), "{e}");
+    assert!(
+        e.to_string().starts_with(&path.display().to_string()),
+        "{e}"
+    );
+}

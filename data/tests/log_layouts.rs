@@ -304,7 +304,7 @@ fn header_names_match_in_any_case() {
         ("anon_id\tquery_string\ttimestamp", 1, 0, 2),
         ("Query Time\tSession ID\tSearch Terms", 2, 1, 0),
     ] {
-        let mut fields = vec![""; 3];
+        let mut fields = [""; 3];
         fields[q] = "weather boston";
         fields[u] = "42";
         fields[t] = "2006-03-01 00:01:44";

@@ -133,11 +133,7 @@ impl<R: BufRead> Compact<R> {
 
     /// Walks the fields of a struct, calling `field(id, type, self)` for each; the callback
     /// must consume the value (e.g. [`Field::skip_field`]).
-    fn fields(
-        &mut self,
-        depth: u32,
-        field: &mut dyn FnMut(i16, u8, &mut Field<'_, R>) -> Result<(), String>,
-    ) -> Result<(), String> {
+    fn fields(&mut self, depth: u32, field: &mut FieldVisitor<'_, R>) -> Result<(), String> {
         if depth > MAX_DEPTH {
             return Err("page header nested too deep".to_owned());
         }
@@ -158,6 +154,9 @@ impl<R: BufRead> Compact<R> {
         }
     }
 }
+
+/// What [`Compact::fields`] calls for each field: `(id, type, field)`.
+type FieldVisitor<'v, R> = dyn FnMut(i16, u8, &mut Field<'_, R>) -> Result<(), String> + 'v;
 
 /// One field being visited.
 struct Field<'a, R> {

@@ -10,7 +10,7 @@
 //! decoded (column projection). The columns are the ones `--query-column`, `--time-column`
 //! and `--user-column` name, else `query`, `ts` and `user`, else the first whose names
 //! announce them (`Query`, `QueryTime`, `AnonID`, ...; see
-//! [`header_role`](super::format::header_role)). Anything else is a [`LogError::ParquetSchema`] that
+//! [`header_role`]). Anything else is a [`LogError::ParquetSchema`] that
 //! says what was expected and what the file has. The file is read record batch by record
 //! batch; each row costs only its record's own strings (repeats cost nothing). A row with a
 //! null `query` is malformed (counted with its 1-based row number, skipped).
@@ -385,7 +385,7 @@ fn check_chunks(
                 .ok()
                 .zip(u64::try_from(len).ok())
                 .and_then(|(s, l)| s.checked_add(l));
-            if !end.is_some_and(|e| e <= file_len)
+            if end.is_none_or(|e| e > file_len)
                 || c.data_page_offset() < 0
                 || c.uncompressed_size() < 0
                 || c.num_values() < 0

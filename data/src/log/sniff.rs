@@ -4,7 +4,7 @@
 //! The sample is the first [`SAMPLE_LINES`] lines (at most [`SAMPLE_BYTES`]). Lines look
 //! *delimited* when most of them ([`MOST`]) split into the same number (two or more) of
 //! tab-separated fields, or of comma-separated fields when one of those columns also has a
-//! structure (times, ids). Each column is then classified ([`Kind`]): a time in some format
+//! structure (times, ids). Each column is then classified: a time in some format
 //! (ISO, `YYMMDDhhmmss`, `YYYYMMDDhhmmss`, epoch seconds or milliseconds in a plausible
 //! range), hex ids, digit ids, empty, or text. Lines look like *TREC topics* when most of
 //! them start with a `qid:` whose qid holds a digit. Either way, reading them as one query
@@ -16,11 +16,11 @@ use super::format::{Delimiter, LogFormat, Role};
 use crate::time::{format_timestamp, TimeFormat};
 
 /// Lines sampled for detection.
-pub(crate) const SAMPLE_LINES: usize = 200;
+pub const SAMPLE_LINES: usize = 200;
 /// Bytes sampled for detection (the sample stops at the line that crosses it).
-pub(crate) const SAMPLE_BYTES: usize = 256 * 1024;
+pub const SAMPLE_BYTES: usize = 256 * 1024;
 /// The share of sampled lines that must agree for a pattern to count.
-const MOST: f64 = 0.8;
+pub const MOST: f64 = 0.8;
 /// The share of a column's non-empty values that must fit a kind.
 const COLUMN: f64 = 0.9;
 /// Lines shown in a refusal.
@@ -109,9 +109,8 @@ impl Table {
             .filter(|&i| self.kinds[i] == Kind::Text)
             .max_by(|&a, &b| self.mean_len[a].total_cmp(&self.mean_len[b]))
             .or_else(|| (0..self.width).rev().find(|&i| roles[i] == Role::Skip));
-        match query {
-            Some(q) => roles[q] = Role::Query,
-            None => roles[self.width - 1] = Role::Query,
+        if let Some(q) = query.or(self.width.checked_sub(1)) {
+            roles[q] = Role::Query;
         }
         roles
     }
@@ -195,16 +194,18 @@ pub(crate) enum Suspicion {
     },
 }
 
-/// The sample's non-blank lines seen as `delimiter`-separated columns (None without lines).
+/// The sample's non-blank lines seen as `delimiter`-separated columns (None without a
+/// line that splits: CSV lines with broken quotes do not).
 pub(crate) fn table(lines: &[&str], delimiter: Delimiter) -> Option<Table> {
-    let rows: Vec<Vec<String>> = lines
+    let non_blank: Vec<&str> = lines
         .iter()
+        .copied()
         .filter(|l| !l.trim().is_empty())
-        .map(|l| split_owned(l, delimiter).unwrap_or_default())
         .collect();
-    if rows.is_empty() {
-        return None;
-    }
+    let rows: Vec<Vec<String>> = non_blank
+        .iter()
+        .filter_map(|l| split_owned(l, delimiter))
+        .collect();
     let mut counts: Vec<(usize, usize)> = Vec::new();
     for r in &rows {
         match counts.iter_mut().find(|(w, _)| *w == r.len()) {
@@ -213,11 +214,10 @@ pub(crate) fn table(lines: &[&str], delimiter: Delimiter) -> Option<Table> {
         }
     }
     // The most common width; ties go to the wider.
-    let (width, agree) = counts
-        .iter()
-        .copied()
-        .max_by_key(|&(w, n)| (n, w))
-        .unwrap_or((1, 0));
+    let (width, agree) = counts.iter().copied().max_by_key(|&(w, n)| (n, w))?;
+    if width == 0 {
+        return None;
+    }
     let mut kinds = Vec::with_capacity(width);
     let mut examples = Vec::with_capacity(width);
     let mut mean_len = Vec::with_capacity(width);
@@ -242,7 +242,7 @@ pub(crate) fn table(lines: &[&str], delimiter: Delimiter) -> Option<Table> {
         delimiter,
         width,
         agree,
-        total: rows.len(),
+        total: non_blank.len(),
         kinds,
         examples,
         mean_len,
@@ -539,6 +539,21 @@ mod tests {
             panic!("a CSV with a time column is suspect");
         };
         assert_eq!(t.suggestions(), ["--format csv --columns time,user,query"]);
+    }
+
+    #[test]
+    fn lines_that_do_not_split_make_no_table() {
+        // Found by the fuzz tests: a CSV line with text after a closing quote.
+        assert_eq!(table(&["\" ,\":aaaa"], Delimiter::Comma), None);
+        let t = table(&["\" ,\":aaaa", "a,b", "c,d"], Delimiter::Comma).unwrap();
+        assert_eq!((t.width, t.agree, t.total), (2, 2, 3));
+        let m = needs_mapping(
+            "lead",
+            &["\" ,\":aaaa"],
+            &[(1, "\" ,\":aaaa")],
+            Delimiter::Comma,
+        );
+        assert!(m.starts_with("lead\n  first lines:"), "{m}");
     }
 
     #[test]

@@ -6,8 +6,8 @@
 //! longer one is skipped without being held in memory and counted as malformed, so a
 //! multi-gigabyte file without a newline costs one megabyte, not its size.
 //!
-//! The first [`SAMPLE_LINES`](super::sniff::SAMPLE_LINES) lines are kept to settle the
-//! layout ([`detect::resolve`]), then parsed like the rest. Each data line is validated as
+//! The first [`SAMPLE_LINES`] lines are kept to settle the
+//! layout ([`detect`]), then parsed like the rest. Each data line is validated as
 //! UTF-8, split into its fields and handed to the `Collector`, which drops repeats before
 //! allocating anything. A line that does not parse (wrong number of columns, bad time,
 //! invalid UTF-8, a broken CSV quote, too long) is counted as malformed with its 1-based
