@@ -584,3 +584,22 @@ fn parquet_writer_settings_pass_the_page_walk() {
         assert_eq!(log.records[7].user.as_deref(), Some("user7"));
     }
 }
+
+#[test]
+fn text_flags_on_a_parquet_file_are_refused_not_ignored() {
+    let dir = TempDir::new().unwrap();
+    let pq = dir.path().join("log.parquet");
+    data::log::write_log_parquet(&pq, &[rec(None, None, "a")]).unwrap();
+    let e = read_with(&pq, spec(None, Some("user,query"), None)).unwrap_err();
+    assert!(matches!(e, LogError::Layout { .. }), "{e}");
+    assert!(
+        e.to_string().contains("the file is Parquet: --columns"),
+        "{e}"
+    );
+    let e = read_with(&pq, spec(None, None, Some("%y%m%d%H%M%S"))).unwrap_err();
+    assert!(
+        e.to_string().contains("the file is Parquet: --time-format"),
+        "{e}"
+    );
+    assert!(read_with(&pq, spec(None, None, Some("epoch-s"))).is_ok());
+}

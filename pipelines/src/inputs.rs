@@ -38,9 +38,9 @@ pub struct LayoutArgs {
     /// The user column: a header name (any case) or a 1-based number.
     #[arg(long, value_name = "NAME|N")]
     pub user_column: Option<String>,
-    /// How times are written: iso (YYYY-MM-DD HH:MM:SS, the default), epoch-s, epoch-ms,
-    /// or a strftime pattern such as '%d/%b/%Y:%H:%M:%S %z'. Default: sniffed from the
-    /// values.
+    /// How times are written: iso (YYYY-MM-DD HH:MM:SS), epoch-s, epoch-ms, or a strftime
+    /// pattern such as '%d/%b/%Y:%H:%M:%S %z'. Default: the format the first values are
+    /// in (iso if none fits); the presets set their own.
     #[arg(long, value_name = "FORMAT")]
     pub time_format: Option<String>,
 }

@@ -236,6 +236,16 @@ pub fn read_log_with(
             ),
         });
     }
+    if is_parquet {
+        let parquet_spec = LayoutSpec {
+            format: Some(LogFormat::Parquet),
+            ..opts.layout.clone()
+        };
+        parquet_spec.validate().map_err(|e| LogError::Layout {
+            path: path.to_owned(),
+            detail: format!("the file is Parquet: {e}"),
+        })?;
+    }
     let (layout, collector) = if is_parquet {
         parquet::read_parquet(path, file, opts, on_start)?
     } else {
