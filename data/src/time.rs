@@ -1,98 +1,225 @@
-//! Calendar time without a date-time dependency: `YYYY-MM-DD[ T]HH:MM:SS` and
-//! `YYYY-MM-DD` in UTC to unix milliseconds and back, using Howard Hinnant's
-//! days-from-civil and civil-from-days algorithms ("chrono-Compatible Low-Level Date
-//! Algorithms").
+//! Calendar time of query logs, on the [`jiff`] crate (no time-zone database, UTC only):
+//! parsing a log's time column to unix milliseconds, and formatting milliseconds back.
+//!
+//! A log says when a query was issued in one of a few ways, each a [`TimeFormat`]:
+//!
+//! - [`TimeFormat::Iso`] (the default): ISO 8601 / RFC 3339 as logs write it,
+//!   `YYYY-MM-DD HH:MM:SS` (AOL), `YYYY-MM-DDTHH:MM:SS`, optional fraction, optional `Z` or
+//!   `±hh:mm` offset, or a bare date `YYYY-MM-DD`; without an offset the time is UTC;
+//! - [`TimeFormat::EpochS`] / [`TimeFormat::EpochMs`]: seconds or milliseconds since
+//!   1970-01-01 UTC;
+//! - [`TimeFormat::Strftime`]: a strftime-style pattern (`%y%m%d%H%M%S` for the Excite log),
+//!   parsed by jiff's `strptime`; UTC unless the pattern has `%z`/`%:z` or `%s`.
+//!
+//! Every parsed instant lies in jiff's range (years -9999 to 9999), so it can always be
+//! formatted back.
 
-/// Days since 1970-01-01 of a proleptic Gregorian date.
-pub fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = if y >= 0 { y } else { y - 399 } / 400;
-    let yoe = y - era * 400;
-    let m = i64::from(month);
-    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(day) - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
+use std::fmt;
+use std::str::FromStr;
+
+use jiff::fmt::strtime;
+use jiff::fmt::temporal::Pieces;
+use jiff::tz::Offset;
+use jiff::Timestamp;
+
+/// How a log writes its times.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum TimeFormat {
+    /// `YYYY-MM-DD[ T]HH:MM:SS[.fff][Z|±hh:mm]` or `YYYY-MM-DD`; UTC without an offset.
+    Iso,
+    /// Seconds since 1970-01-01 UTC, optionally with a decimal fraction.
+    EpochS,
+    /// Milliseconds since 1970-01-01 UTC.
+    EpochMs,
+    /// A strftime-style pattern, e.g. `%y%m%d%H%M%S`.
+    Strftime(String),
 }
 
-fn digits(s: &str) -> Option<u32> {
-    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+/// The instant every example in a message is shown at: 2006-03-01 07:17:12 UTC.
+pub const EXAMPLE_MS: i64 = 1_141_197_432_000;
+
+impl TimeFormat {
+    /// The Excite 1997 log's `YYMMDDhhmmss`.
+    pub fn excite() -> TimeFormat {
+        TimeFormat::Strftime("%y%m%d%H%M%S".to_owned())
+    }
+
+    /// Parses one time field (surrounding whitespace ignored) to unix milliseconds, or
+    /// `None` if it is not a time in this format.
+    pub fn parse_ms(&self, s: &str) -> Option<i64> {
+        let s = s.trim();
+        match self {
+            TimeFormat::Iso => parse_iso(s),
+            TimeFormat::EpochS => parse_epoch_s(s),
+            TimeFormat::EpochMs => {
+                let ms = parse_int(s)?;
+                Timestamp::from_millisecond(ms).ok().map(|_| ms)
+            }
+            TimeFormat::Strftime(pattern) => parse_strftime(pattern, s),
+        }
+    }
+
+    /// What a field in this format looks like, for error messages: `YYYY-MM-DD HH:MM:SS`,
+    /// `seconds since 1970 (epoch-s)`, `%y%m%d%H%M%S (e.g. 060301071712)`.
+    pub fn expected(&self) -> String {
+        match self {
+            TimeFormat::Iso => "YYYY-MM-DD HH:MM:SS".to_owned(),
+            TimeFormat::EpochS => "seconds since 1970 (epoch-s)".to_owned(),
+            TimeFormat::EpochMs => "milliseconds since 1970 (epoch-ms)".to_owned(),
+            TimeFormat::Strftime(p) => match self.example() {
+                Some(e) => format!("{p} (e.g. {e})"),
+                None => p.clone(),
+            },
+        }
+    }
+
+    /// [`EXAMPLE_MS`] written in this format (None if the pattern cannot write it).
+    pub fn example(&self) -> Option<String> {
+        match self {
+            TimeFormat::Iso => Some(format_timestamp(EXAMPLE_MS)),
+            TimeFormat::EpochS => Some((EXAMPLE_MS / 1000).to_string()),
+            TimeFormat::EpochMs => Some(EXAMPLE_MS.to_string()),
+            TimeFormat::Strftime(p) => {
+                let ts = Timestamp::from_millisecond(EXAMPLE_MS).ok()?;
+                strtime::format(p.as_bytes(), ts).ok()
+            }
+        }
+    }
+}
+
+impl fmt::Display for TimeFormat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TimeFormat::Iso => f.write_str("iso"),
+            TimeFormat::EpochS => f.write_str("epoch-s"),
+            TimeFormat::EpochMs => f.write_str("epoch-ms"),
+            TimeFormat::Strftime(p) => f.write_str(p),
+        }
+    }
+}
+
+/// A `--time-format` that is not a usable time format.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "time format {format:?}: {reason} (expected iso, epoch-s, epoch-ms or a strftime pattern \
+     such as %Y-%m-%d %H:%M:%S or %y%m%d%H%M%S)"
+)]
+pub struct BadTimeFormat {
+    /// The format given.
+    pub format: String,
+    /// What is wrong with it.
+    pub reason: String,
+}
+
+impl FromStr for TimeFormat {
+    type Err = BadTimeFormat;
+
+    /// `iso`, `epoch-s` (also `epoch`, `unix`), `epoch-ms`, or a strftime pattern (anything
+    /// with a `%`), which must be able to write and read back a full date and time.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = |reason: &str| BadTimeFormat {
+            format: s.to_owned(),
+            reason: reason.to_owned(),
+        };
+        match s.trim() {
+            "iso" | "ISO" => Ok(TimeFormat::Iso),
+            "epoch-s" | "epoch" | "unix" | "epoch-seconds" => Ok(TimeFormat::EpochS),
+            "epoch-ms" | "epoch-milliseconds" | "unix-ms" => Ok(TimeFormat::EpochMs),
+            p if p.contains('%') => {
+                let f = TimeFormat::Strftime(p.to_owned());
+                let example = f
+                    .example()
+                    .ok_or_else(|| bad("the pattern cannot be written (unknown directive?)"))?;
+                if f.parse_ms(&example).is_none() {
+                    return Err(bad(&format!(
+                        "{example:?} written with it does not read back as a date and time \
+                         (it needs a year, month, day and time, or %s)"
+                    )));
+                }
+                Ok(f)
+            }
+            _ => Err(bad("not a known format")),
+        }
+    }
+}
+
+fn parse_int(s: &str) -> Option<i64> {
+    let digits = s.strip_prefix('-').unwrap_or(s);
+    if digits.is_empty() || digits.len() > 19 || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
     s.parse().ok()
 }
 
-/// Parses `YYYY-MM-DD HH:MM:SS`, `YYYY-MM-DDTHH:MM:SS` (optional trailing `Z`) or
-/// `YYYY-MM-DD` as UTC; returns unix milliseconds, or `None` if it is not a valid time.
+fn parse_epoch_s(s: &str) -> Option<i64> {
+    let (int, frac) = match s.split_once('.') {
+        Some((i, f)) => (i, f),
+        None => (s, ""),
+    };
+    if !frac.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let secs = parse_int(int)?;
+    let mut ms = 0i64;
+    for (i, b) in frac.bytes().take(3).enumerate() {
+        ms += i64::from(b - b'0') * [100, 10, 1][i];
+    }
+    let ms = if secs < 0 || int.starts_with('-') {
+        secs.checked_mul(1000)?.checked_sub(ms)?
+    } else {
+        secs.checked_mul(1000)?.checked_add(ms)?
+    };
+    Timestamp::from_millisecond(ms).ok().map(|_| ms)
+}
+
+fn parse_iso(s: &str) -> Option<i64> {
+    let pieces = Pieces::parse(s).ok()?;
+    if pieces.time_zone_annotation().is_some() {
+        // `[America/New_York]` needs a time-zone database; this crate has none.
+        return None;
+    }
+    let date = pieces.date();
+    let time = pieces.time().unwrap_or_default();
+    let offset = pieces.to_numeric_offset().unwrap_or(Offset::UTC);
+    let ts = offset.to_timestamp(date.to_datetime(time)).ok()?;
+    Some(ts.as_millisecond())
+}
+
+fn parse_strftime(pattern: &str, s: &str) -> Option<i64> {
+    let tm = strtime::parse(pattern.as_bytes(), s.as_bytes()).ok()?;
+    let ts = if tm.timestamp().is_some() || tm.offset().is_some() {
+        tm.to_timestamp().ok()?
+    } else {
+        Offset::UTC.to_timestamp(tm.to_datetime().ok()?).ok()?
+    };
+    Some(ts.as_millisecond())
+}
+
+/// Parses an ISO time (see [`TimeFormat::Iso`]) to unix milliseconds, or `None` if it is
+/// not a valid time.
 pub fn parse_datetime_ms(s: &str) -> Option<i64> {
-    let s = s.trim();
-    let s = s.strip_suffix('Z').unwrap_or(s);
-    let (date, time) = match s.find([' ', 'T']) {
-        Some(i) => (&s[..i], Some(&s[i + 1..])),
-        None => (s, None),
-    };
-    let mut d = date.split('-');
-    let (y, m, day) = (d.next()?, d.next()?, d.next()?);
-    if d.next().is_some() || y.len() != 4 || m.len() != 2 || day.len() != 2 {
-        return None;
-    }
-    let (y, m, day) = (digits(y)?, digits(m)?, digits(day)?);
-    if !(1..=12).contains(&m) || day == 0 || day > days_in_month(i64::from(y), m) {
-        return None;
-    }
-    let (hh, mm, ss) = match time {
-        None => (0, 0, 0),
-        Some(t) => {
-            let mut p = t.split(':');
-            let (h, mi, se) = (p.next()?, p.next()?, p.next()?);
-            if p.next().is_some() || h.len() != 2 || mi.len() != 2 || se.len() != 2 {
-                return None;
-            }
-            (digits(h)?, digits(mi)?, digits(se)?)
-        }
-    };
-    if hh > 23 || mm > 59 || ss > 60 {
-        return None;
-    }
-    let days = days_from_civil(i64::from(y), m, day);
-    Some((days * 86_400 + i64::from(hh) * 3600 + i64::from(mm) * 60 + i64::from(ss)) * 1000)
-}
-
-fn days_in_month(year: i64, month: u32) -> u32 {
-    match month {
-        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
-        4 | 6 | 9 | 11 => 30,
-        _ if (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 => 29,
-        _ => 28,
-    }
-}
-
-/// The proleptic Gregorian date `(year, month, day)` of a day count since 1970-01-01.
-pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097; // [0, 146096]
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365; // [0, 399]
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100); // [0, 365]
-    let mp = (5 * doy + 2) / 153; // [0, 11]
-    let day = (doy - (153 * mp + 2) / 5 + 1) as u32; // [1, 31]
-    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32; // [1, 12]
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
+    TimeFormat::Iso.parse_ms(s)
 }
 
 /// Formats unix milliseconds as `YYYY-MM-DD HH:MM:SS` (UTC; milliseconds are dropped, times
-/// before 1970 round down to the second).
+/// before 1970 round down to the second). An instant outside years -9999..=9999 is written
+/// as `<ms> ms since 1970`.
 pub fn format_timestamp(ms: i64) -> String {
-    let secs = ms.div_euclid(1000);
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    let (y, m, d) = civil_from_days(days);
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}",
-        rem / 3600,
-        (rem / 60) % 60,
-        rem % 60
-    )
+    match Timestamp::from_millisecond(ms) {
+        Ok(ts) => {
+            let dt = Offset::UTC.to_datetime(ts);
+            format!(
+                "{:04}-{:02}-{:02} {:02}:{:02}:{:02}",
+                dt.year(),
+                dt.month(),
+                dt.day(),
+                dt.hour(),
+                dt.minute(),
+                dt.second()
+            )
+        }
+        Err(_) => format!("{ms} ms since 1970"),
+    }
 }
 
 #[cfg(test)]
@@ -116,6 +243,14 @@ mod tests {
             parse_datetime_ms("2000-02-29 12:00:00Z"),
             Some(951_825_600_000)
         );
+        assert_eq!(
+            parse_datetime_ms("2000-02-29T14:00:00+02:00"),
+            Some(951_825_600_000)
+        );
+        assert_eq!(
+            parse_datetime_ms(" 2006-03-01 00:01:44.250 "),
+            Some(1_141_171_304_250)
+        );
     }
 
     #[test]
@@ -128,18 +263,10 @@ mod tests {
             "2006-05-01 25:00:00",
             "abc",
             "2006-05-01 1:2:3",
+            "2006-05-01T00:00:00[Europe/Paris]",
+            "1141171304",
         ] {
             assert_eq!(parse_datetime_ms(s), None, "{s}");
-        }
-    }
-
-    #[test]
-    fn civil_round_trip_over_centuries() {
-        for days in (-800_000..800_000).step_by(7) {
-            let (y, m, d) = civil_from_days(days);
-            if y >= 0 {
-                assert_eq!(days_from_civil(y, m, d), days);
-            }
         }
     }
 
@@ -158,5 +285,58 @@ mod tests {
         }
         assert_eq!(format_timestamp(-1), "1969-12-31 23:59:59");
         assert_eq!(format_timestamp(1_141_171_304_999), "2006-03-01 00:01:44");
+        assert_eq!(
+            format_timestamp(i64::MAX),
+            format!("{} ms since 1970", i64::MAX)
+        );
+    }
+
+    #[test]
+    fn epochs() {
+        let s = TimeFormat::EpochS;
+        assert_eq!(s.parse_ms("1141171304"), Some(1_141_171_304_000));
+        assert_eq!(s.parse_ms("1141171304.5"), Some(1_141_171_304_500));
+        assert_eq!(s.parse_ms("-1.5"), Some(-1_500));
+        assert_eq!(s.parse_ms("0"), Some(0));
+        for bad in ["", "-", "1e9", "12a", "1.2.3", "99999999999999999999"] {
+            assert_eq!(s.parse_ms(bad), None, "{bad}");
+        }
+        let ms = TimeFormat::EpochMs;
+        assert_eq!(ms.parse_ms("1141171304123"), Some(1_141_171_304_123));
+        assert_eq!(ms.parse_ms("1141171304.1"), None);
+        assert_eq!(ms.parse_ms(&i64::MAX.to_string()), None, "out of range");
+    }
+
+    #[test]
+    fn excite_pattern() {
+        let f = TimeFormat::excite();
+        assert_eq!(
+            f.parse_ms("970916105432"),
+            parse_datetime_ms("1997-09-16 10:54:32")
+        );
+        assert_eq!(f.parse_ms("060301071712"), Some(EXAMPLE_MS));
+        assert_eq!(f.parse_ms("971316105432"), None, "month 13");
+        assert_eq!(f.parse_ms("9709161054"), None, "too short");
+        assert_eq!(f.expected(), "%y%m%d%H%M%S (e.g. 060301071712)");
+    }
+
+    #[test]
+    fn names_round_trip_and_bad_patterns_are_refused() {
+        for name in ["iso", "epoch-s", "epoch-ms", "%Y/%m/%d %H:%M:%S", "%s"] {
+            let f: TimeFormat = name.parse().unwrap();
+            assert_eq!(f.to_string(), name);
+            let ex = f.example().unwrap();
+            assert_eq!(f.parse_ms(&ex), Some(EXAMPLE_MS), "{name}: {ex}");
+        }
+        let f: TimeFormat = "%d/%b/%Y:%H:%M:%S %z".parse().unwrap();
+        assert_eq!(
+            f.parse_ms("01/Mar/2006:02:17:12 -0500"),
+            Some(EXAMPLE_MS),
+            "offsets are honoured"
+        );
+        for bad in ["%H:%M:%S", "%Y-%m", "yesterday", "%Q"] {
+            let e = bad.parse::<TimeFormat>().unwrap_err().to_string();
+            assert!(e.contains(bad), "{e}");
+        }
     }
 }

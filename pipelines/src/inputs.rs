@@ -1,24 +1,93 @@
 //! Inputs shared by the batch commands: the query log (a file, or the embedded synthetic
-//! default), postings sizes (`--sizes` table or `--freq` model) and the train/test split.
-//! Every loader here returns an error that names the offending file.
+//! default) and its layout flags, postings sizes (`--sizes` table or `--freq` model) and the
+//! train/test split. Every loader here returns an error that names the offending file, and
+//! every command that reads a log prints the layout it used and the first two queries
+//! before any work.
 
 use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use data::log::{read_log, ReadOptions};
+use data::log::{parse_columns, read_log_with, LayoutSpec, ReadOptions};
 use data::sizes::{FreqTable, SizeModel, SizeTable, Sizes};
 use data::split::{Split, SplitOrder};
 use data::synth::{generate, SynthConfig};
 use data::time::parse_datetime_ms;
+use rustc_hash::FxHashSet;
+
+/// How a log is laid out: every command that reads a log takes these flags. Without them
+/// the layout is detected from the content, and lines that look like columns are refused
+/// with the flags that read them.
+#[derive(Args, Clone, Debug, Default)]
+pub struct LayoutArgs {
+    /// Layout of the log: lines, tsv, csv, parquet, or a preset: aol, excite (`user time
+    /// query`, times YYMMDDhhmmss, no header), trec-topics (`qid:query`), query-column.
+    /// Default: detected from the content.
+    #[arg(long, value_name = "FORMAT")]
+    pub format: Option<String>,
+    /// Role of each column of a delimited log, in order, e.g. `user,time,query`; `-` or
+    /// `skip` ignores a column. A header line, if any, is recognised and skipped.
+    #[arg(long, value_name = "ROLES")]
+    pub columns: Option<String>,
+    /// The query column: a header name (any case) or a 1-based number.
+    #[arg(long, value_name = "NAME|N")]
+    pub query_column: Option<String>,
+    /// The time column: a header name (any case) or a 1-based number.
+    #[arg(long, value_name = "NAME|N")]
+    pub time_column: Option<String>,
+    /// The user column: a header name (any case) or a 1-based number.
+    #[arg(long, value_name = "NAME|N")]
+    pub user_column: Option<String>,
+    /// How times are written: iso (YYYY-MM-DD HH:MM:SS), epoch-s, epoch-ms, or a strftime
+    /// pattern such as '%d/%b/%Y:%H:%M:%S %z'. Default: the format the first values are
+    /// in (iso if none fits); the presets set their own.
+    #[arg(long, value_name = "FORMAT")]
+    pub time_format: Option<String>,
+}
+
+impl LayoutArgs {
+    /// The layout these flags ask for, validated.
+    pub fn spec(&self) -> Result<LayoutSpec> {
+        let spec = LayoutSpec {
+            format: self
+                .format
+                .as_deref()
+                .map(str::parse)
+                .transpose()
+                .context("--format")?,
+            columns: self.columns.as_deref().map(parse_columns).transpose()?,
+            query_column: parse_ref(&self.query_column, "--query-column")?,
+            user_column: parse_ref(&self.user_column, "--user-column")?,
+            time_column: parse_ref(&self.time_column, "--time-column")?,
+            time_format: self
+                .time_format
+                .as_deref()
+                .map(str::parse)
+                .transpose()
+                .context("--time-format")?,
+        };
+        spec.validate()?;
+        Ok(spec)
+    }
+}
+
+fn parse_ref(value: &Option<String>, flag: &str) -> Result<Option<data::log::ColumnRef>> {
+    value
+        .as_deref()
+        .map(str::parse)
+        .transpose()
+        .with_context(|| format!("{flag} {:?}", value.as_deref().unwrap_or_default()))
+}
 
 /// Where the queries come from.
 #[derive(Args, Clone, Debug)]
 pub struct LogArgs {
-    /// Query log: AOL TSV, `Query`-header file, `timestamp anon_id query` TSV, one query per
-    /// line, or Parquet; gzip-transparent. Omit it to use the embedded synthetic default.
+    /// Query log, plain or gzip: one query per line, TSV/CSV, AOL, Excite, TREC topics or
+    /// Parquet (see --format). Omit it to use the embedded synthetic default.
     #[arg(long)]
     pub log: Option<PathBuf>,
+    #[command(flatten)]
+    pub layout: LayoutArgs,
     /// Keep consecutive repeats (by default AOL's one-row-per-click repeats are collapsed).
     #[arg(long)]
     pub keep_repeats: bool,
@@ -74,6 +143,10 @@ pub struct Dataset {
     pub synth_freq: Option<FreqTable>,
     /// One-line reading report (malformed lines, collapsed repeats), for files.
     pub read_summary: Option<String>,
+    /// The layout used and the first two queries, as printed before any work (files).
+    pub preview: Vec<String>,
+    /// Distinct users, when the log has a user column.
+    pub distinct_users: Option<usize>,
 }
 
 impl LogArgs {
@@ -81,7 +154,7 @@ impl LogArgs {
     /// the query count and, for files, the reading report (malformed lines, repeats).
     pub fn load_reported(&self) -> Result<Dataset> {
         let stage = crate::progress::Stage::start("reading log");
-        let dataset = self.load()?;
+        let dataset = self.load_printing(&|line| stage.println(line))?;
         stage.finish(&format!(
             "{} queries from {}",
             dataset.queries.len(),
@@ -93,17 +166,40 @@ impl LogArgs {
         Ok(dataset)
     }
 
-    /// Reads the log file, or generates the embedded default.
+    /// Reads the log file, or generates the embedded default; prints the layout and the
+    /// first two queries to stderr as soon as they are known.
     pub fn load(&self) -> Result<Dataset> {
+        self.load_printing(&|line| eprintln!("{line}"))
+    }
+
+    /// [`LogArgs::load`], printing the layout preview with `print`.
+    pub fn load_printing(&self, print: &dyn Fn(&str)) -> Result<Dataset> {
+        let spec = self.layout.spec()?;
         match &self.log {
             Some(path) => {
-                let log = read_log(
+                let mut preview = Vec::new();
+                let log = read_log_with(
                     path,
                     &ReadOptions {
                         keep_repeats: self.keep_repeats,
+                        layout: spec,
+                    },
+                    &mut |layout, first| {
+                        preview = layout.preview(first);
+                        for line in &preview {
+                            print(line);
+                        }
                     },
                 )?;
                 let read_summary = Some(log.report.summary());
+                let distinct_users = {
+                    let users: FxHashSet<&str> = log
+                        .records
+                        .iter()
+                        .filter_map(|r| r.user.as_deref())
+                        .collect();
+                    (!users.is_empty()).then_some(users.len())
+                };
                 let mut queries = Vec::with_capacity(log.records.len());
                 let mut timestamps = Vec::with_capacity(log.records.len());
                 for r in log.records {
@@ -116,9 +212,14 @@ impl LogArgs {
                     timestamps,
                     synth_freq: None,
                     read_summary,
+                    preview,
+                    distinct_users,
                 })
             }
             None => {
+                if !spec.is_auto() {
+                    bail!("--format, --columns, --*-column and --time-format describe a --log file; pass --log");
+                }
                 let cfg = SynthConfig {
                     queries: self.synth_queries,
                     seed: self.synth_seed,
@@ -135,6 +236,8 @@ impl LogArgs {
                     queries: log.queries,
                     synth_freq: Some(FreqTable::from_pairs(log.freq)),
                     read_summary: None,
+                    preview: Vec::new(),
+                    distinct_users: None,
                 })
             }
         }

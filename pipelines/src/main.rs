@@ -25,7 +25,8 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Convert a query log (AOL, Query-column, TSV, lines, Parquet; gzip ok) to Parquet.
+    /// Convert a query log (lines, TSV, CSV, AOL, Excite, TREC topics, Parquet; gzip ok) to
+    /// Parquet, keeping users and times.
     Ingest(cmd::data_cmds::IngestArgs),
     /// Generate the synthetic query log and its matching word-frequency table.
     Gen(cmd::data_cmds::GenArgs),

@@ -60,6 +60,24 @@ pub enum LogError {
         /// The first few, as `line N: reason; ...`.
         examples: String,
     },
+    /// Content detection will not guess: the lines look like columns or TREC topics, not
+    /// one query per line. The detail shows the first lines, the columns seen and the
+    /// `--format`/`--columns` to use.
+    #[error("{}: {detail}", path.display())]
+    Ambiguous {
+        /// The file.
+        path: PathBuf,
+        /// What the lines look like and the flags that read them.
+        detail: String,
+    },
+    /// The layout asked for (`--format`, column flags) does not fit the file.
+    #[error("{}: {detail}", path.display())]
+    Layout {
+        /// The file.
+        path: PathBuf,
+        /// What does not fit, and what would.
+        detail: String,
+    },
     /// A gzip-compressed Parquet file: Parquet needs random access, so decompress it first.
     #[error(
         "{}: gzip-compressed Parquet is not supported (Parquet needs random access); \
@@ -88,6 +106,15 @@ pub enum LogError {
         /// The Parquet reader's error.
         #[source]
         source: parquet::errors::ParquetError,
+    },
+    /// The Parquet file is corrupt in a way its reader does not report as an error: its
+    /// metadata points outside the file, or decoding it failed an internal check.
+    #[error("{}: corrupt Parquet: {detail}", path.display())]
+    ParquetCorrupt {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        detail: String,
     },
     /// A record batch of the Parquet file could not be decoded.
     #[error("{}: unreadable Parquet data: {source}", path.display())]

@@ -2,25 +2,38 @@
 //!
 //! [`read_log`] reads any supported log and says what it found in a [`ReadReport`]:
 //!
-//! - gzip is transparent, recognised by its magic bytes (not the file name);
-//! - the format is recognised from the content ([`format`](mod@format)): Parquet (`PAR1`), the AOL 2006
-//!   collection (`AnonID\tQuery\tQueryTime...`), a `Query` column, a
-//!   `timestamp\tanon_id\tquery` TSV, or else one query per line;
+//! - gzip is transparent, recognised by its magic bytes (not the file name), and Parquet by
+//!   its magic `PAR1`;
+//! - the layout is what [`ReadOptions::layout`] asks for (`--format`, `--columns`, ...;
+//!   [`layout`]), and whatever it leaves open is read from the content ([`detect`]): the
+//!   AOL 2006 collection (`AnonID\tQuery\tQueryTime...`), a `Query` column, a TSV or CSV
+//!   with a header naming its columns, or else one query per line — but lines that look
+//!   like columns or TREC topics are refused with the flags that read them ([`sniff`]),
+//!   never read silently as queries;
+//! - the layout and the first two records are handed to a callback before the bulk of the
+//!   file is read ([`read_log_with`]), so commands can show what they are about to use;
 //! - lines that do not parse are counted, the first few kept with their line numbers, and
-//!   skipped ([`text`]); blank lines of the one-column formats are counted as blank;
+//!   skipped ([`text`]); blank lines are counted as blank; lines are bounded
+//!   ([`text::MAX_LINE_BYTES`]);
 //! - consecutive repeats (the AOL log has one row per click) are collapsed unless
 //!   [`ReadOptions::keep_repeats`] ([`collapse`]).
 //!
 //! A file that cannot be a query log — missing, empty, not a single valid line, a corrupt
-//! gzip stream, a Parquet file with the wrong columns — is a [`LogError`] naming the file.
+//! gzip stream, a Parquet file with the wrong columns, a layout that does not fit — is a
+//! [`LogError`] naming the file.
 //!
 //! [`write_log_parquet`] writes the Parquet form `ballot ingest` produces ([`parquet`]).
-//! Timestamps are unix milliseconds, UTC, parsed by [`crate::time::parse_datetime_ms`].
+//! Timestamps are unix milliseconds, UTC ([`crate::time`]).
 
 pub mod collapse;
+pub mod detect;
 pub mod error;
+pub mod fields;
 pub mod format;
+pub mod layout;
+pub mod pages;
 pub mod parquet;
+pub mod sniff;
 pub mod text;
 
 use std::fs::File;
@@ -30,8 +43,10 @@ use std::path::{Path, PathBuf};
 pub use crate::time::format_timestamp;
 pub use collapse::collapse_repeats;
 pub use error::LogError;
-pub use format::{LogFormat, UnknownFormat};
+pub use format::{Delimiter, LogFormat, Role, UnknownFormat};
+pub use layout::{parse_columns, ColumnRef, Layout, LayoutError, LayoutSpec, Shape};
 pub use parquet::{log_schema, write_log_parquet};
+pub use text::{OnStart, MAX_LINE_BYTES};
 
 /// Buffer size of the (decompressed) text reader.
 const READ_BUFFER: usize = 1 << 20;
@@ -54,6 +69,8 @@ pub struct LogRecord {
 pub struct ReadOptions {
     /// Keep consecutive repeats instead of collapsing them (see [`collapse_repeats`]).
     pub keep_repeats: bool,
+    /// The layout asked for; the default detects it from the content.
+    pub layout: LayoutSpec,
 }
 
 /// One malformed line: where it is and what is wrong with it.
@@ -72,8 +89,10 @@ pub struct Malformed {
 pub struct ReadReport {
     /// The file read.
     pub path: PathBuf,
-    /// Its detected format.
+    /// Its format (detected or asked for).
     pub format: LogFormat,
+    /// How it was read: the format and the column mapping.
+    pub layout: Layout,
     /// Data lines read (header excluded), or Parquet rows.
     pub lines: u64,
     /// Lines that did not parse and were skipped.
@@ -170,6 +189,20 @@ impl QueryLog {
 
 /// Reads a query log of any supported format, plain or gzip-compressed (see the module docs).
 pub fn read_log(path: &Path, opts: &ReadOptions) -> Result<QueryLog, LogError> {
+    read_log_with(path, opts, &mut |_, _| {})
+}
+
+/// [`read_log`], calling `on_start` with the layout and the first two records (fewer if the
+/// log has fewer) as soon as they are read, before the rest of the file.
+pub fn read_log_with(
+    path: &Path,
+    opts: &ReadOptions,
+    on_start: OnStart<'_>,
+) -> Result<QueryLog, LogError> {
+    opts.layout.validate().map_err(|e| LogError::Layout {
+        path: path.to_owned(),
+        detail: e.to_string(),
+    })?;
     let io_err = |source: io::Error| LogError::Io {
         path: path.to_owned(),
         source,
@@ -189,25 +222,49 @@ pub fn read_log(path: &Path, opts: &ReadOptions) -> Result<QueryLog, LogError> {
         .read_to_end(&mut magic)
         .map_err(io_err)?;
 
-    let (format, collector) = if magic.starts_with(&format::PARQUET_MAGIC) {
-        let c = parquet::read_parquet(path, file, opts.keep_repeats)?;
-        (LogFormat::Parquet, c)
+    let is_parquet = magic.starts_with(&format::PARQUET_MAGIC);
+    if let Some(f) = opts
+        .layout
+        .format
+        .filter(|f| is_parquet && *f != LogFormat::Parquet)
+    {
+        return Err(LogError::Layout {
+            path: path.to_owned(),
+            detail: format!(
+                "--format {f}, but the file is Parquet (it starts with PAR1); use --format \
+                 parquet or leave --format out"
+            ),
+        });
+    }
+    if is_parquet {
+        let parquet_spec = LayoutSpec {
+            format: Some(LogFormat::Parquet),
+            ..opts.layout.clone()
+        };
+        parquet_spec.validate().map_err(|e| LogError::Layout {
+            path: path.to_owned(),
+            detail: format!("the file is Parquet: {e}"),
+        })?;
+    }
+    let (layout, collector) = if is_parquet {
+        parquet::read_parquet(path, file, opts, on_start)?
     } else {
         file.seek(SeekFrom::Start(0)).map_err(io_err)?;
         if magic.starts_with(&format::GZIP_MAGIC) {
             let compressed = BufReader::with_capacity(GZIP_BUFFER, file);
             let decoder = flate2::bufread::MultiGzDecoder::new(compressed);
             let reader = BufReader::with_capacity(READ_BUFFER, decoder);
-            text::read_text(path, reader, true, opts.keep_repeats)?
+            text::read_text(path, reader, true, opts, on_start)?
         } else {
             let reader = BufReader::with_capacity(READ_BUFFER, file);
-            text::read_text(path, reader, false, opts.keep_repeats)?
+            text::read_text(path, reader, false, opts, on_start)?
         }
     };
 
     let report = ReadReport {
         path: path.to_owned(),
-        format,
+        format: layout.format,
+        layout,
         lines: collector.lines,
         malformed: collector.malformed,
         malformed_examples: collector.examples,
@@ -239,7 +296,10 @@ pub fn read_log(path: &Path, opts: &ReadOptions) -> Result<QueryLog, LogError> {
 fn no_data_detail(report: &ReadReport) -> String {
     match (report.format, report.blank) {
         (LogFormat::Parquet, _) => "the Parquet file has 0 rows".to_owned(),
-        (_, 0) => format!("only a header line ({} format)", report.format),
+        (_, 0) if report.layout.header => {
+            format!("only a header line ({} format)", report.format)
+        }
+        (_, 0) => format!("no data lines ({} format)", report.format),
         (_, n) => format!("only {n} blank lines"),
     }
 }

@@ -3,33 +3,50 @@
 //! Schema written: `ts` Timestamp(Millisecond, no time zone) nullable, `user` Utf8 nullable,
 //! `query` Utf8 non-null; Snappy compression; row groups of [`ROW_GROUP_ROWS`] rows.
 //!
-//! Schema read: a `query` string column (Utf8, LargeUtf8 or Utf8View) is required; `ts`
-//! (Timestamp of any unit and time zone, converted to unix milliseconds, or Int64 taken as
-//! unix milliseconds) and `user` (a string type) are optional; other columns are ignored and
-//! not even decoded (column projection). Anything else is a [`LogError::ParquetSchema`] that
+//! Schema read: a query string column (Utf8, LargeUtf8 or Utf8View) is required; a time
+//! column (Timestamp of any unit and time zone, converted to unix milliseconds, or Int64
+//! taken as unix milliseconds, or seconds with `--time-format epoch-s`) and a user column (a
+//! string type, or an integer id) are optional; other columns are ignored and not even
+//! decoded (column projection). The columns are the ones `--query-column`, `--time-column`
+//! and `--user-column` name, else `query`, `ts` and `user`, else the first whose names
+//! announce them (`Query`, `QueryTime`, `AnonID`, ...; see
+//! [`header_role`]). Anything else is a [`LogError::ParquetSchema`] that
 //! says what was expected and what the file has. The file is read record batch by record
 //! batch; each row costs only its record's own strings (repeats cost nothing). A row with a
 //! null `query` is malformed (counted with its 1-based row number, skipped).
+//!
+//! A corrupt file is an error, never a crash: column chunks must lie inside the file, their
+//! pages inside them and no bigger than [`pages::MAX_PAGE_BYTES`] uncompressed, and
+//! the decoders' internal assertions (which the `parquet` and `arrow` crates make instead of
+//! returning errors on some corrupt pages) are caught and reported as
+//! [`LogError::ParquetCorrupt`].
 
+use std::cell::Cell;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Once};
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::{
-    Int64Type, TimestampMicrosecondType, TimestampMillisecondType, TimestampNanosecondType,
-    TimestampSecondType,
+    Int32Type, Int64Type, TimestampMicrosecondType, TimestampMillisecondType,
+    TimestampNanosecondType, TimestampSecondType, UInt32Type, UInt64Type,
 };
 use arrow_array::{Array, ArrayRef, RecordBatch, StringArray, TimestampMillisecondArray};
 use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::{ArrowWriter, ProjectionMask};
 use parquet::basic::Compression;
+use parquet::file::metadata::ParquetMetaData;
 use parquet::file::properties::WriterProperties;
 
 use super::collapse::Collector;
-use super::{LogError, LogRecord};
+use super::format::{header_role, LogFormat, Role};
+use super::layout::{ColumnRef, Layout, LayoutSpec, ParquetColumns, Shape};
+use super::pages;
+use super::text::OnStart;
+use super::{LogError, LogRecord, ReadOptions};
+use crate::time::TimeFormat;
 
 /// Rows per row group (and per record batch) when writing.
 pub const ROW_GROUP_ROWS: usize = 64 * 1024;
@@ -123,12 +140,15 @@ struct TsCol<'a> {
 }
 
 impl<'a> TsCol<'a> {
-    fn new(array: &'a dyn Array) -> Option<Self> {
+    /// `seconds`: an Int64 column holds epoch seconds (else epoch milliseconds).
+    fn new(array: &'a dyn Array, seconds: bool) -> Option<Self> {
+        let int_unit = if seconds {
+            TimeUnit::Second
+        } else {
+            TimeUnit::Millisecond
+        };
         let (values, unit): (&[i64], TimeUnit) = match array.data_type() {
-            DataType::Int64 => (
-                array.as_primitive_opt::<Int64Type>()?.values(),
-                TimeUnit::Millisecond,
-            ),
+            DataType::Int64 => (array.as_primitive_opt::<Int64Type>()?.values(), int_unit),
             DataType::Timestamp(TimeUnit::Second, _) => (
                 array.as_primitive_opt::<TimestampSecondType>()?.values(),
                 TimeUnit::Second,
@@ -183,6 +203,13 @@ fn is_time(t: &DataType) -> bool {
     matches!(t, DataType::Int64 | DataType::Timestamp(_, _))
 }
 
+fn is_int(t: &DataType) -> bool {
+    matches!(
+        t,
+        DataType::Int32 | DataType::Int64 | DataType::UInt32 | DataType::UInt64
+    )
+}
+
 /// `name: type, ...` of every top-level column.
 fn describe(schema: &Schema) -> String {
     if schema.fields().is_empty() {
@@ -196,55 +223,301 @@ fn describe(schema: &Schema) -> String {
     format!("columns {}", cols.join(", "))
 }
 
-/// The root column indices to read (`query`, then `ts` and `user` when present), or the
-/// schema mismatch.
-fn plan(path: &Path, schema: &Schema) -> Result<Vec<usize>, LogError> {
+/// The column playing `role`: the one `given` names (exactly, then ignoring case; or by
+/// 1-based position), else the one called `default`, else the first whose name announces
+/// the role ([`header_role`]: `Query`, `AnonID`, `timestamp`, ...).
+fn find_column(
+    path: &Path,
+    schema: &Schema,
+    role: Role,
+    given: Option<&ColumnRef>,
+    default: &str,
+) -> Result<Option<usize>, LogError> {
+    let fields = schema.fields();
+    let not_found = |what: String| LogError::ParquetSchema {
+        path: path.to_owned(),
+        expected: what,
+        found: describe(schema),
+    };
+    match given {
+        Some(ColumnRef::Index(i)) if *i < fields.len() => Ok(Some(*i)),
+        Some(ColumnRef::Index(i)) => {
+            Err(not_found(format!("a column {} for --{role}-column", i + 1)))
+        }
+        Some(ColumnRef::Name(n)) => fields
+            .iter()
+            .position(|f| f.name() == n)
+            .or_else(|| fields.iter().position(|f| f.name().eq_ignore_ascii_case(n)))
+            .map(Some)
+            .ok_or_else(|| not_found(format!("a column `{n}` for --{role}-column"))),
+        None => Ok(schema.index_of(default).ok().or_else(|| {
+            fields
+                .iter()
+                .position(|f| header_role(f.name()) == Some(role))
+        })),
+    }
+}
+
+/// The root column indices to read (query, then time and user when present) and the
+/// layout, or the schema mismatch.
+fn plan(path: &Path, schema: &Schema, spec: &LayoutSpec) -> Result<(Vec<usize>, Layout), LogError> {
     let mismatch = |expected: String| LogError::ParquetSchema {
         path: path.to_owned(),
         expected,
         found: describe(schema),
     };
-    let query = match schema.index_of("query") {
-        Ok(i) if is_string(schema.field(i).data_type()) => i,
-        Ok(_) => {
-            return Err(mismatch(
-                "`query` of type Utf8, LargeUtf8 or Utf8View".to_owned(),
-            ))
+    let name = |i: usize| schema.field(i).name().clone();
+    let ty = |i: usize| schema.field(i).data_type().to_string();
+    let query = match find_column(
+        path,
+        schema,
+        Role::Query,
+        spec.query_column.as_ref(),
+        "query",
+    )? {
+        Some(i) if is_string(schema.field(i).data_type()) => i,
+        Some(i) => {
+            return Err(mismatch(format!(
+                "`{}` of type Utf8, LargeUtf8 or Utf8View",
+                name(i)
+            )))
         }
-        Err(_) => return Err(mismatch(EXPECTED.to_owned())),
+        None => return Err(mismatch(EXPECTED.to_owned())),
     };
     let mut roots = vec![query];
-    if let Ok(i) = schema.index_of("ts") {
+    let time = find_column(path, schema, Role::Time, spec.time_column.as_ref(), "ts")?;
+    if let Some(i) = time {
         if !is_time(schema.field(i).data_type()) {
-            return Err(mismatch(
-                "`ts` of type Timestamp(Millisecond) (any unit accepted) or Int64".to_owned(),
-            ));
+            return Err(mismatch(format!(
+                "`{}` of type Timestamp(Millisecond) (any unit accepted) or Int64",
+                name(i)
+            )));
         }
         roots.push(i);
     }
-    if let Ok(i) = schema.index_of("user") {
-        if !is_string(schema.field(i).data_type()) {
-            return Err(mismatch(
-                "`user` of type Utf8, LargeUtf8 or Utf8View".to_owned(),
-            ));
+    let user = find_column(path, schema, Role::User, spec.user_column.as_ref(), "user")?;
+    if let Some(i) = user {
+        let t = schema.field(i).data_type();
+        if !is_string(t) && !is_int(t) {
+            return Err(mismatch(format!(
+                "`{}` of type Utf8, LargeUtf8, Utf8View or an integer",
+                name(i)
+            )));
         }
         roots.push(i);
     }
-    Ok(roots)
+    let distinct = |a: Option<usize>, b: Option<usize>| a.is_none() || a != b;
+    if !distinct(Some(query), time) || !distinct(Some(query), user) || !distinct(time, user) {
+        return Err(mismatch("distinct query, time and user columns".to_owned()));
+    }
+    let layout = Layout {
+        format: LogFormat::Parquet,
+        header: false,
+        detected: spec.format.is_none(),
+        shape: Shape::Parquet(ParquetColumns {
+            query: name(query),
+            user: user.map(|i| (name(i), ty(i))),
+            time: time.map(|i| (name(i), ty(i))),
+            int_time: spec.time_format.clone().unwrap_or(TimeFormat::EpochMs),
+        }),
+    };
+    Ok((roots, layout))
 }
 
-/// Reads a Parquet query log from an opened file.
+/// A user column: a string, or an integer id written out in decimal.
+enum UserCol<'a> {
+    Str(StrCol<'a>),
+    Int(&'a dyn Array),
+}
+
+impl<'a> UserCol<'a> {
+    fn new(array: &'a dyn Array) -> Option<Self> {
+        if is_int(array.data_type()) {
+            Some(UserCol::Int(array))
+        } else {
+            StrCol::new(array).map(UserCol::Str)
+        }
+    }
+
+    /// The user of row `i`, written into `buf` for integers.
+    #[inline]
+    fn get<'b>(&'b self, i: usize, buf: &'b mut String) -> Option<&'b str> {
+        use std::fmt::Write;
+        match self {
+            UserCol::Str(s) => s.get(i),
+            UserCol::Int(a) => {
+                if a.is_null(i) {
+                    return None;
+                }
+                buf.clear();
+                let _ = match a.data_type() {
+                    DataType::Int32 => write!(buf, "{}", a.as_primitive::<Int32Type>().value(i)),
+                    DataType::Int64 => write!(buf, "{}", a.as_primitive::<Int64Type>().value(i)),
+                    DataType::UInt32 => write!(buf, "{}", a.as_primitive::<UInt32Type>().value(i)),
+                    DataType::UInt64 => write!(buf, "{}", a.as_primitive::<UInt64Type>().value(i)),
+                    _ => return None,
+                };
+                Some(buf.as_str())
+            }
+        }
+    }
+}
+
+/// Checks that every column chunk of the metadata lies inside the file (the reader asserts
+/// it, panicking, or reads past it), and that its pages are bounded ([`pages`]).
+fn check_chunks(
+    path: &Path,
+    meta: &ParquetMetaData,
+    file: &File,
+    file_len: u64,
+) -> Result<(), LogError> {
+    for (r, rg) in meta.row_groups().iter().enumerate() {
+        if rg.num_rows() < 0 {
+            return Err(LogError::ParquetCorrupt {
+                path: path.to_owned(),
+                detail: format!("row group {r} has {} rows", rg.num_rows()),
+            });
+        }
+        for c in rg.columns() {
+            let start = c.dictionary_page_offset().unwrap_or(c.data_page_offset());
+            let len = c.compressed_size();
+            let end = u64::try_from(start)
+                .ok()
+                .zip(u64::try_from(len).ok())
+                .and_then(|(s, l)| s.checked_add(l));
+            if end.is_none_or(|e| e > file_len)
+                || c.data_page_offset() < 0
+                || c.uncompressed_size() < 0
+                || c.num_values() < 0
+            {
+                return Err(LogError::ParquetCorrupt {
+                    path: path.to_owned(),
+                    detail: format!(
+                        "row group {r}, column `{}`: bytes {start} to {start}+{len} are not \
+                         inside the file ({file_len} bytes)",
+                        c.column_path().string()
+                    ),
+                });
+            }
+            let (start, len) = (start as u64, len as u64);
+            pages::check_chunk(file, start, len).map_err(|detail| LogError::ParquetCorrupt {
+                path: path.to_owned(),
+                detail: format!(
+                    "row group {r}, column `{}`: {detail}",
+                    c.column_path().string()
+                ),
+            })?;
+        }
+    }
+    Ok(())
+}
+
+/// The text of a panic payload.
+fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "an internal check failed".to_owned())
+}
+
+thread_local! {
+    /// Set while this thread decodes Parquet: a panic is then caught and reported as an
+    /// error, so the panic hook stays quiet.
+    static DECODING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Installs (once) a panic hook that is silent on a thread while it decodes Parquet and
+/// hands every other panic to the hook that was there before.
+fn quiet_decoder_panics() {
+    static HOOK: Once = Once::new();
+    HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !DECODING.with(Cell::get) {
+                previous(info);
+            }
+        }));
+    });
+}
+
+/// Clears [`DECODING`] when the decoding scope ends, however it ends.
+struct Decoding;
+
+impl Decoding {
+    fn start() -> Decoding {
+        quiet_decoder_panics();
+        DECODING.with(|d| d.set(true));
+        Decoding
+    }
+}
+
+impl Drop for Decoding {
+    fn drop(&mut self) {
+        DECODING.with(|d| d.set(false));
+    }
+}
+
+/// Reads a Parquet query log from an opened file. The Parquet and Arrow decoders assert
+/// some invariants of the data instead of returning errors; a corrupt file that trips one
+/// is reported as [`LogError::ParquetCorrupt`], not as a crash (and the panic hook stays
+/// silent for it: see [`quiet_decoder_panics`]).
 pub(crate) fn read_parquet(
     path: &Path,
     file: File,
-    keep_repeats: bool,
-) -> Result<Collector, LogError> {
+    opts: &ReadOptions,
+    on_start: OnStart<'_>,
+) -> Result<(Layout, Collector), LogError> {
+    let caught = {
+        let _decoding = Decoding::start();
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            read_parquet_inner(path, file, opts, on_start)
+        }))
+    };
+    caught.unwrap_or_else(|payload| {
+        Err(LogError::ParquetCorrupt {
+            path: path.to_owned(),
+            detail: format!(
+                "the Parquet decoder failed: {}",
+                panic_text(payload.as_ref())
+            ),
+        })
+    })
+}
+
+fn read_parquet_inner(
+    path: &Path,
+    file: File,
+    opts: &ReadOptions,
+    on_start: OnStart<'_>,
+) -> Result<(Layout, Collector), LogError> {
     let parquet_err = |source| LogError::Parquet {
         path: path.to_owned(),
         source,
     };
+    let file_len = file
+        .metadata()
+        .map_err(|source| LogError::Io {
+            path: path.to_owned(),
+            source,
+        })?
+        .len();
+    let pages_file = file.try_clone().map_err(|source| LogError::Io {
+        path: path.to_owned(),
+        source,
+    })?;
     let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(parquet_err)?;
-    let roots = plan(path, builder.schema())?;
+    check_chunks(path, builder.metadata(), &pages_file, file_len)?;
+    let (roots, layout) = plan(path, builder.schema(), &opts.layout)?;
+    let names = match &layout.shape {
+        Shape::Parquet(p) => (
+            p.query.clone(),
+            p.time.as_ref().map(|t| t.0.clone()),
+            p.user.as_ref().map(|u| u.0.clone()),
+        ),
+        _ => unreachable_layout(path)?,
+    };
+    let seconds = opts.layout.time_format == Some(TimeFormat::EpochS);
     let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
     let reader = builder
         .with_projection(mask)
@@ -252,8 +525,10 @@ pub(crate) fn read_parquet(
         .build()
         .map_err(parquet_err)?;
 
-    let mut c = Collector::new(keep_repeats);
+    let mut c = Collector::new(opts.keep_repeats);
     let mut row: u64 = 0;
+    let mut announced = false;
+    let mut user_buf = String::new();
     for batch in reader {
         let batch = batch.map_err(|source| LogError::ParquetBatch {
             path: path.to_owned(),
@@ -261,19 +536,23 @@ pub(crate) fn read_parquet(
         })?;
         let projected = batch.schema();
         let query = batch
-            .column_by_name("query")
+            .column_by_name(&names.0)
             .and_then(|a| StrCol::new(a.as_ref()))
             .ok_or_else(|| LogError::ParquetSchema {
                 path: path.to_owned(),
                 expected: EXPECTED.to_owned(),
                 found: describe(&projected),
             })?;
-        let ts = batch
-            .column_by_name("ts")
-            .and_then(|a| TsCol::new(a.as_ref()));
-        let user = batch
-            .column_by_name("user")
-            .and_then(|a| StrCol::new(a.as_ref()));
+        let ts = names
+            .1
+            .as_ref()
+            .and_then(|n| batch.column_by_name(n))
+            .and_then(|a| TsCol::new(a.as_ref(), seconds));
+        let user = names
+            .2
+            .as_ref()
+            .and_then(|n| batch.column_by_name(n))
+            .and_then(|a| UserCol::new(a.as_ref()));
         for i in 0..batch.num_rows() {
             row += 1;
             c.lines += 1;
@@ -282,9 +561,26 @@ pub(crate) fn read_parquet(
                 continue;
             };
             let t = ts.as_ref().and_then(|t| t.get_ms(i));
-            let u = user.as_ref().and_then(|u| u.get(i));
+            let u = user.as_ref().and_then(|u| u.get(i, &mut user_buf));
             c.push(t, u, q);
         }
+        if !announced && c.records.len() >= 2 {
+            on_start(&layout, &c.records[..2]);
+            announced = true;
+        }
     }
-    Ok(c)
+    if !announced {
+        on_start(&layout, &c.records);
+    }
+    Ok((layout, c))
+}
+
+/// A Parquet plan always yields a Parquet layout; anything else is a bug reported as an
+/// error rather than a panic.
+fn unreachable_layout<T>(path: &Path) -> Result<T, LogError> {
+    Err(LogError::ParquetSchema {
+        path: path.to_owned(),
+        expected: "a Parquet layout".to_owned(),
+        found: "another layout".to_owned(),
+    })
 }

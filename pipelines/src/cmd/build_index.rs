@@ -98,6 +98,7 @@ mod tests {
         let args = BuildIndexArgs {
             log: LogArgs {
                 log: None,
+                layout: Default::default(),
                 keep_repeats: false,
                 synth_queries: 10,
                 synth_seed: 1,

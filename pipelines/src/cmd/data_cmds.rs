@@ -6,20 +6,22 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use data::log::{read_log, write_log_parquet, LogRecord, ReadOptions};
+use data::log::{format_timestamp, read_log_with, write_log_parquet, LogRecord, ReadOptions};
 use data::stats::{log_stats, postings_stats};
 use data::synth::{generate, write_freq_tsv, SynthConfig};
 use data::tokenizer::Tokens;
 use rustc_hash::FxHashSet;
 
-use crate::inputs::{LogArgs, SizeArgs};
+use crate::inputs::{LayoutArgs, LogArgs, SizeArgs};
 use crate::progress::Stage;
 
 /// Arguments of `ballot ingest`.
 #[derive(Args, Debug)]
 pub struct IngestArgs {
-    /// Input log (any supported format, gzip-transparent).
+    /// Input log (any supported layout, gzip-transparent; see --format).
     pub input: PathBuf,
+    #[command(flatten)]
+    pub layout: LayoutArgs,
     /// Output Parquet log (`ts`, `user`, `query`).
     #[arg(short, long)]
     pub output: PathBuf,
@@ -28,20 +30,44 @@ pub struct IngestArgs {
     pub keep_repeats: bool,
 }
 
-/// Converts any supported log to the Parquet log schema.
+/// Converts any supported log to the Parquet log schema, keeping its users and times.
 pub fn ingest(args: &IngestArgs) -> Result<()> {
+    let layout = args.layout.spec()?;
     let stage = Stage::start("reading");
-    let log = read_log(
+    let log = read_log_with(
         &args.input,
         &ReadOptions {
             keep_repeats: args.keep_repeats,
+            layout,
+        },
+        &mut |layout, first| {
+            for line in layout.preview(first) {
+                stage.println(&line);
+            }
         },
     )?;
     stage.finish(&log.report.summary());
     write_log_parquet(&args.output, &log.records)?;
+    let with = |n: usize, what: &str| {
+        if n == log.records.len() {
+            format!("all with {what}")
+        } else if n == 0 {
+            format!("no {what}")
+        } else {
+            format!("{n} with {what}")
+        }
+    };
     println!(
-        "wrote {} queries to {}",
+        "wrote {} queries ({}, {}) to {}",
         log.records.len(),
+        with(
+            log.records.iter().filter(|r| r.user.is_some()).count(),
+            "user"
+        ),
+        with(
+            log.records.iter().filter(|r| r.ts.is_some()).count(),
+            "time"
+        ),
         args.output.display()
     );
     Ok(())
@@ -170,9 +196,28 @@ pub fn stats(args: &StatsArgs) -> Result<()> {
         eprintln!("{s}");
     }
     println!("log: {}", dataset.label);
+    for line in &dataset.preview {
+        println!("{line}");
+    }
     let st = log_stats(dataset.queries.iter().map(String::as_str));
     for (label, value) in st.table_rows() {
         println!("  {label:<48} {value}");
+    }
+    if let Some(users) = dataset.distinct_users {
+        println!(
+            "  {:<48} {}",
+            "distinct users",
+            data::stats::thousands(users as u64)
+        );
+    }
+    let times: Vec<i64> = dataset.timestamps.iter().flatten().copied().collect();
+    if let (Some(lo), Some(hi)) = (times.iter().min(), times.iter().max()) {
+        println!(
+            "  {:<48} {} to {}",
+            "time span",
+            format_timestamp(*lo),
+            format_timestamp(*hi)
+        );
     }
     if let Ok(sizes) = args.sizes.load(&dataset) {
         let ps = postings_stats(dataset.queries.iter().map(String::as_str), |t| {
