@@ -40,28 +40,43 @@ pub enum SizesError {
     /// The file could not be read (including a truncated gzip).
     #[error("{path}: {source}")]
     Io {
+        /// The file.
         path: PathBuf,
+        /// The underlying error.
         source: std::io::Error,
     },
     /// A line of the frequency table is malformed.
     #[error("{path}:{line}: {detail}")]
     Line {
+        /// The file.
         path: PathBuf,
+        /// The 1-based line number.
         line: u64,
+        /// What is wrong.
         detail: String,
     },
     /// The frequency table has no entries.
     #[error("{path}: frequency table has no entries")]
-    Empty { path: PathBuf },
+    Empty {
+        /// The file.
+        path: PathBuf,
+    },
     /// Parquet could not be read or written.
     #[error("{path}: {source}")]
     Parquet {
+        /// The file.
         path: PathBuf,
+        /// The underlying error.
         source: parquet::errors::ParquetError,
     },
     /// The size table's schema is wrong.
     #[error("{path}: wrong size-table schema: {detail} (expected columns term utf8, bytes u64)")]
-    Schema { path: PathBuf, detail: String },
+    Schema {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        detail: String,
+    },
 }
 
 /// Parameters of the document-frequency model.
@@ -319,7 +334,12 @@ pub enum Sizes {
     /// Exact bytes per term; unknown terms get [`UNKNOWN_TERM_BYTES`].
     Table(SizeTable),
     /// The model over word frequencies.
-    Model { freq: FreqTable, model: SizeModel },
+    Model {
+        /// The word frequencies.
+        freq: FreqTable,
+        /// The size model.
+        model: SizeModel,
+    },
 }
 
 impl Sizes {

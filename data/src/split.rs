@@ -12,9 +12,17 @@ use crate::rng::Rng;
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Split {
     /// Shuffle with `seed`, then the first `train_frac` is train.
-    Shuffle { train_frac: f64, seed: u64 },
+    Shuffle {
+        /// Share of the records that form the train part.
+        train_frac: f64,
+        /// Seed of the shuffle.
+        seed: u64,
+    },
     /// Records before `at_ms` (unix ms) are train, the rest test, in log order.
-    Time { at_ms: i64 },
+    Time {
+        /// The split time, unix milliseconds (UTC).
+        at_ms: i64,
+    },
 }
 
 impl Default for Split {
@@ -34,7 +42,10 @@ pub enum SplitError {
     BadFraction(f64),
     /// A time split needs a timestamp on every record.
     #[error("a time split needs timestamps, but record {index} has none (this log format has no time column)")]
-    MissingTimestamp { index: usize },
+    MissingTimestamp {
+        /// The record's index.
+        index: usize,
+    },
     /// One side of the split would be empty.
     #[error("the split leaves the {0} part empty")]
     EmptyPart(&'static str),

@@ -64,15 +64,21 @@ pub enum ReadError {
     /// The read itself failed.
     #[error("{path}: reading term {term_id}: {source}")]
     Io {
+        /// The file.
         path: PathBuf,
+        /// The term id.
         term_id: u32,
+        /// The underlying error.
         source: std::io::Error,
     },
     /// The list failed verification.
     #[error("{path}: term {term_id} is corrupt: {source}")]
     Corrupt {
+        /// The file.
         path: PathBuf,
+        /// The term id.
         term_id: u32,
+        /// The underlying error.
         source: CorruptList,
     },
     /// No such term id.

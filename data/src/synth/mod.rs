@@ -115,8 +115,11 @@ pub enum SynthError {
     /// A knob is out of its range.
     #[error("synthetic log: {knob} = {value} must be {rule}")]
     Invalid {
+        /// The knob's name.
         knob: &'static str,
+        /// The value given.
         value: String,
+        /// What the value must be.
         rule: &'static str,
     },
     /// [`SynthConfig::set`] got an unknown knob name.
@@ -124,7 +127,12 @@ pub enum SynthError {
     UnknownKnob(String),
     /// [`SynthConfig::set`] could not parse a value.
     #[error("synthetic log: {knob} = {value:?} is not a number")]
-    NotANumber { knob: String, value: String },
+    NotANumber {
+        /// The knob's name.
+        knob: String,
+        /// The value given.
+        value: String,
+    },
 }
 
 /// Parameters of the synthetic log. `Default` is the embedded default dataset (200,000

@@ -84,41 +84,72 @@ pub enum TableError {
     /// The file could not be opened or read.
     #[error("{path}: cannot read voting table: {source}")]
     Io {
+        /// The file.
         path: PathBuf,
+        /// The underlying error.
         source: std::io::Error,
     },
     /// The bytes are not a readable Parquet file.
     #[error("{path}: not a readable Parquet voting table: {source}")]
     Parquet {
+        /// The file.
         path: PathBuf,
+        /// The underlying error.
         source: parquet::errors::ParquetError,
     },
     /// Columns are missing or of the wrong type.
     #[error("{path}: wrong voting-table schema: {detail} (expected columns term utf8, replica u16, weight f32)")]
-    Schema { path: PathBuf, detail: String },
+    Schema {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        detail: String,
+    },
     /// Metadata is missing, unparsable or contradicts the caller.
     #[error("{path}: {detail}")]
-    Metadata { path: PathBuf, detail: String },
+    Metadata {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        detail: String,
+    },
     /// A row breaks an invariant.
     #[error("{path}: row {row}: {detail}")]
     Row {
+        /// The file.
         path: PathBuf,
+        /// The row index.
         row: usize,
+        /// What is wrong.
         detail: String,
     },
     /// The table has no rows.
     #[error("{path}: voting table has no rows")]
-    Empty { path: PathBuf },
+    Empty {
+        /// The file.
+        path: PathBuf,
+    },
     /// The Parquet structure contradicts itself (found by the checks made before decoding).
     #[error("{path}: corrupt Parquet voting table: {detail}")]
-    Corrupt { path: PathBuf, detail: String },
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        detail: String,
+    },
     /// The Parquet decoder panicked on malformed page data (caught; see
     /// [`VotingTable::read_parquet`]).
     #[error("{path}: malformed Parquet voting table (the decoder failed: {detail})")]
-    Malformed { path: PathBuf, detail: String },
+    Malformed {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        detail: String,
+    },
     /// The table breaks one of the [`TableLimits`]; nothing more of it was decoded.
     #[error("{path}: voting table exceeds the limit {limit} = {max}: {detail}")]
     Limit {
+        /// The file.
         path: PathBuf,
         /// Which limit.
         limit: Limit,

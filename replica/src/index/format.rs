@@ -47,12 +47,19 @@ pub enum IndexError {
     /// A file could not be read or written.
     #[error("{path}: {source}")]
     Io {
+        /// The file.
         path: PathBuf,
+        /// The underlying error.
         source: std::io::Error,
     },
     /// A file is structurally wrong (truncated, bad magic, mismatching manifest, ...).
     #[error("{path}: {detail}")]
-    Format { path: PathBuf, detail: String },
+    Format {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        detail: String,
+    },
     /// The size table could not be written.
     #[error(transparent)]
     Sizes(#[from] data::sizes::SizesError),
@@ -141,7 +148,12 @@ pub fn list_header(term_id: u32, df: u32, payload_len: u32) -> [u8; LIST_HEADER_
 pub enum CorruptList {
     /// The checksum does not match the directory's.
     #[error("checksum mismatch (directory {expected:#010x}, read {actual:#010x})")]
-    Checksum { expected: u32, actual: u32 },
+    Checksum {
+        /// The value the directory records.
+        expected: u32,
+        /// The value computed from the bytes read.
+        actual: u32,
+    },
     /// The header disagrees with the directory.
     #[error("header mismatch: {0}")]
     Header(String),
