@@ -93,7 +93,7 @@ if [[ " $SYSTEMS " == *" haproxy "* ]] && ! command -v haproxy >/dev/null; then
 fi
 command -v python3 >/dev/null || { echo "python3 is needed to read the replay reports" >&2; exit 1; }
 if [ "${SKIP_BUILD:-0}" != 1 ]; then
-  cargo build --release -p balancer -p replica -p pipelines
+  cargo build --release -p balancer-server -p replica -p pipelines
 fi
 BIN=$ROOT/target/release
 for b in balancer replica ballot; do

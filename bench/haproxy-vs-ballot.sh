@@ -52,7 +52,7 @@ BALLOT_ARGS=${BALLOT_ARGS-"--workers $LB_THREADS"}
 # voting policies are evaluated and trained under) or in-flight (HAProxy's).
 BALLOT_LOAD=${BALLOT_LOAD:-window}
 if [ "${SKIP_BUILD:-0}" != 1 ]; then
-  cargo build --release -p balancer -p replica -p pipelines
+  cargo build --release -p balancer-server -p replica -p pipelines
 fi
 BIN=$ROOT/target/release
 for b in balancer replica ballot; do

@@ -183,7 +183,7 @@ fn generate_trace() -> String {
          # 240 bytes (splitmix64 seeded with the key, first output).\n",
     );
     for _ in 0..LINES {
-        let key = if splitmix64(&mut rng) % 5 == 0 {
+        let key = if splitmix64(&mut rng).is_multiple_of(5) {
             next_fresh += 1;
             next_fresh - 1
         } else {

@@ -203,7 +203,7 @@ fn zero_time_phases_reproduce_the_trace_replay() {
             (
                 balancer::LoadKind::Work,
                 SimLoad::Work {
-                    query_bytes: 65_536,
+                    query_bytes: cache_sim::queueing::config::DEFAULT_WORK_QUERY_BYTES,
                 },
             ),
         ] {

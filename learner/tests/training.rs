@@ -76,6 +76,12 @@ fn training_refines_generalizes_round_trips_and_repeats() {
         .fold(f64::INFINITY, f64::min);
     assert!(r.validation_miss_bytes_ratio <= initial);
     assert_eq!(r.validation_miss_bytes_ratio, best);
+    // And it earns its keep: a refinement that changes nothing keeps iteration 0 and fails.
+    assert!(
+        r.validation_miss_bytes_ratio <= 0.98 * initial,
+        "refinement: {} is not 2% below the initial {initial}",
+        r.validation_miss_bytes_ratio
+    );
     assert_eq!(
         r.iterations[r.best_iteration].validation_miss_bytes_ratio,
         best

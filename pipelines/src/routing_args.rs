@@ -16,9 +16,7 @@ use balancer::{LoadKind, PolicyKind};
 use cache_sim::sim::{PolicyLoads, SimLoad};
 use clap::Args;
 
-/// Default fixed cost of one query under `--load work`, in flash bytes: about a
-/// millisecond of a replica's CPU expressed at the demo's emulated flash bandwidth.
-pub const DEFAULT_WORK_QUERY_BYTES: u64 = 4_096;
+use balancer::load::DEFAULT_WORK_QUERY_BYTES;
 
 /// `--load`: one load for every policy, or `auto`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -109,7 +109,7 @@ fn handle(conn: TcpStream, b: Behavior, searches: &AtomicU64, paths: &Mutex<Vec<
             if !b.delay.is_zero() {
                 std::thread::sleep(b.delay);
             }
-            if b.fail_every > 0 && n % b.fail_every == 0 {
+            if b.fail_every > 0 && n.is_multiple_of(b.fail_every) {
                 (503, r#"{"error":"overloaded"}"#.to_owned())
             } else {
                 (200, r#"{"doc_ids":[1,2,3],"total_hits":3}"#.to_owned())

@@ -89,7 +89,7 @@ impl PostingsBuilder {
                 }
             }
             None => {
-                if self.count % SKIP_EVERY == 0 {
+                if self.count.is_multiple_of(SKIP_EVERY) {
                     self.skips.push(Skip {
                         first: doc,
                         base: self.prev,

@@ -7,10 +7,11 @@
 //! admin_listen = "127.0.0.1:8081"     # default 127.0.0.1:8081 (loopback)
 //! admin_token = "secret"              # or: admin_token_env = "BALLOT_ADMIN_TOKEN"
 //! eps = 0.05
-//! load = "in-flight"                  # or "window": queries routed over the last load_window,
-//!                                     # or "work": their flash bytes + work_query_bytes each
+//! load = "auto"                       # work for table, in-flight for every other policy; or
+//!                                     # "in-flight", "window" (queries routed over the last
+//!                                     # load_window) or "work" (their flash bytes + a fixed cost)
 //! load_window = 10000
-//! work_query_bytes = 65536            # work: the fixed per-query cost, in flash bytes
+//! work_query_bytes = 4096             # work: the fixed per-query cost, in flash bytes
 //! stall_eps = 1.0                     # window, work: full anyway at ceil((1+stall_eps)·mean in flight)
 //! stall_slack = 8                     #   + stall_slack requests in flight
 //! slow_start_queries = 2000           # a replica that comes back ramps its share up over these
@@ -144,14 +145,28 @@ pub struct ReplicaConfig {
     pub address: String,
 }
 
-/// Reads `load` by its name ([`LoadKind`]'s `FromStr`).
-fn load_kind<'de, D: serde::Deserializer<'de>>(d: D) -> Result<LoadKind, D::Error> {
+/// Reads `load`: `auto` (`None`) or a [`LoadKind`] name.
+fn load_kind<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<LoadKind>, D::Error> {
     let name = String::deserialize(d)?;
-    name.parse().map_err(serde::de::Error::custom)
+    if name == "auto" {
+        return Ok(None);
+    }
+    name.parse().map(Some).map_err(|_| {
+        serde::de::Error::custom(format!(
+            "unknown load {name:?} (expected one of: auto, window, work, in-flight)"
+        ))
+    })
 }
 
-fn default_load() -> LoadKind {
-    LoadKind::InFlight
+/// The load `auto` picks for `policy`: a learned table bounds the work each replica does
+/// (the bottleneck, and what `ballot train` trains it under), every other policy the
+/// requests in flight (HAProxy's and Envoy's rule for bounded-load hashing).
+pub fn auto_load(policy: PolicyKind) -> LoadKind {
+    if policy.needs_table() {
+        LoadKind::Work
+    } else {
+        LoadKind::InFlight
+    }
 }
 
 /// The whole file.
@@ -176,8 +191,8 @@ pub struct Config {
     /// queries routed to each replica over the last `load_window` decisions (`window`, as
     /// the simulator), or their work (`work`: each query's flash bytes missed at its
     /// replica, reported by the replica in `x-ballot-miss-bytes`, plus `work_query_bytes`).
-    #[serde(default = "default_load", deserialize_with = "load_kind")]
-    pub load: LoadKind,
+    #[serde(default, deserialize_with = "load_kind")]
+    pub load: Option<LoadKind>,
     /// Decisions in the trailing window of `load = "window"` and `"work"`.
     #[serde(default = "default_load_window")]
     pub load_window: usize,
@@ -301,7 +316,7 @@ fn default_slow_start_queries() -> u64 {
     2_000
 }
 fn default_work_query_bytes() -> u64 {
-    65_536
+    balancer::load::DEFAULT_WORK_QUERY_BYTES
 }
 fn default_max_query_bytes() -> usize {
     data::query::MAX_QUERY_BYTES
@@ -333,6 +348,8 @@ pub struct Validated {
     pub path: PathBuf,
     /// The routing policy.
     pub policy: PolicyKind,
+    /// The load the bound compares (`load`, with `auto` resolved for the policy).
+    pub load: LoadKind,
     /// The admin token (`None`: the admin API refuses every request).
     pub admin_token: Option<String>,
 }
@@ -552,10 +569,12 @@ impl Config {
                 "the admin token is longer than {MAX_TOKEN_BYTES} bytes"
             )));
         }
+        let load = config.load.unwrap_or_else(|| auto_load(policy));
         Ok(Validated {
             config,
             path: path.to_owned(),
             policy,
+            load,
             admin_token,
         })
     }
@@ -586,6 +605,10 @@ address = "127.0.0.1:9000"
         let v = parse(BASE).expect("valid");
         assert_eq!(v.policy, PolicyKind::TermVote);
         assert_eq!(v.config.health.fall, 3);
+        // `auto`: a hashing/voting policy without a table bounds requests in flight.
+        assert_eq!(v.load, LoadKind::InFlight);
+        let v = parse(&format!("load = \"window\"\n{BASE}")).expect("valid");
+        assert_eq!(v.load, LoadKind::Window);
         assert_eq!(v.deadline(), Duration::from_millis(3000));
         assert!(v.config.admin_listen.ip().is_loopback());
         assert_eq!(v.config.client_limits(), serving::Limits::default());
@@ -657,6 +680,8 @@ address = "127.0.0.1:9000"
             Some(Path::new("/etc/b/t.parquet"))
         );
         assert_eq!(v.admin_token.as_deref(), Some("from-env"));
+        // `auto`: a learned table bounds work.
+        assert_eq!(v.load, LoadKind::Work);
     }
 
     #[test]

@@ -136,7 +136,7 @@ impl App {
                 tick.tick().await;
                 app.state.tick();
                 n += 1;
-                if n % 50 == 0 {
+                if n.is_multiple_of(50) {
                     app.prom.run_upkeep();
                 }
             }

@@ -226,14 +226,14 @@ impl Proxy {
                         .record(sent.elapsed().as_secs_f64());
                     choice.replica.metrics.requests[reason_ix].increment(1);
                     let (mut parts, body) = resp.into_parts();
-                    if let Some(miss) = parts
+                    // A backend that does not report its flash bytes still costs the
+                    // fixed part of the work.
+                    let miss = parts
                         .headers
                         .get(MISS_BYTES)
                         .and_then(|v| v.to_str().ok())
-                        .and_then(|v| v.parse::<u64>().ok())
-                    {
-                        self.state.record_work(choice.index, miss);
-                    }
+                        .and_then(|v| v.parse::<u64>().ok());
+                    self.state.record_work(choice.index, miss.unwrap_or(0));
                     forward::strip_hop_by_hop(&mut parts.headers);
                     parts
                         .headers

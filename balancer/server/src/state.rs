@@ -179,7 +179,7 @@ impl State {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_nanos() as u64),
         );
-        let window = matches!(cfg.config.load, LoadKind::Window | LoadKind::Work)
+        let window = matches!(cfg.load, LoadKind::Window | LoadKind::Work)
             .then(|| Window::new(MAX_REPLICAS, cfg.config.load_window));
         Ok(State {
             cfg,
@@ -249,7 +249,7 @@ impl State {
         if exclude == 0 {
             // First attempts only: a retry is the same query, as in the simulator.
             self.clock.tick();
-            if let (Some(w), LoadKind::Window) = (&self.window, self.cfg.config.load) {
+            if let (Some(w), LoadKind::Window) = (&self.window, self.cfg.load) {
                 w.record(index, 1);
             }
         }
@@ -268,7 +268,7 @@ impl State {
     /// With `load = "work"`: records a query answered by slot `index` that read
     /// `miss_bytes` from flash there (as its replica reported them).
     pub fn record_work(&self, index: usize, miss_bytes: u64) {
-        if let (Some(w), LoadKind::Work) = (&self.window, self.cfg.config.load) {
+        if let (Some(w), LoadKind::Work) = (&self.window, self.cfg.load) {
             let cost = self.cfg.config.work_query_bytes.saturating_add(miss_bytes);
             w.record(index, cost);
         }

@@ -569,7 +569,9 @@ fn invalid_tables_are_rejected_and_the_old_one_keeps_serving() {
         &refs,
         &format!("name = \"table\"\ntable = \"{}\"", t1.display()),
         &format!(
-            "ramp_queries = 0\ntables_dir = \"{}\"",
+            // One query repeated: under the table's default work bound it would overflow
+            // after the first; these checks are about which table answers, not the bound.
+            "ramp_queries = 0\nload = \"in-flight\"\ntables_dir = \"{}\"",
             dir.path().display()
         ),
     );
@@ -634,7 +636,8 @@ fn table_votes_fall_to_the_next_ranked_replica_when_drained_or_removed() {
     let cfg = config(
         &refs,
         &format!("name = \"table\"\ntable = \"{}\"", t.display()),
-        "",
+        // Votes, not the bound or the slow start of a re-enabled replica, are under test.
+        "load = \"in-flight\"\nslow_start_queries = 0",
     );
     let b = spawn_balancer(dir, &cfg);
     let route = || {

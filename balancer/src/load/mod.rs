@@ -70,6 +70,12 @@ pub trait LoadView {
     }
 }
 
+/// Default fixed cost of one query under the `work` load, in flash bytes: about a
+/// millisecond of a replica's CPU at the demo's emulated flash bandwidth (4 MB/s). Set it
+/// to a query's CPU time times the flash bandwidth (`docs/queueing.md` shows how to
+/// measure both).
+pub const DEFAULT_WORK_QUERY_BYTES: u64 = 4_096;
+
 /// Which load the bounded-load rule compares.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum LoadKind {

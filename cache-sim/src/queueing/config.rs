@@ -16,8 +16,7 @@ use crate::eviction::EvictionKind;
 pub const DEFAULT_STALL_EPS: f64 = 1.0;
 /// The balancer's default stall-guard extra requests (`stall_slack`).
 pub const DEFAULT_STALL_SLACK: u64 = 8;
-/// The balancer's default fixed cost of one query under `load = "work"`, in flash bytes.
-pub const DEFAULT_WORK_QUERY_BYTES: u64 = 65_536;
+pub use balancer::load::DEFAULT_WORK_QUERY_BYTES;
 /// The replica's default `--max-inflight`.
 pub const DEFAULT_MAX_INFLIGHT: u64 = 256;
 /// Blocking threads the replica starts beyond `--max-inflight` (its tokio runtime's

@@ -251,7 +251,7 @@ pub fn replay_into<C: Cache, O: Observer>(
             // Only whole windows count; a test part shorter than one window counts as one.
             let seen = q - trace.train_len + 1;
             let short_test = trace.test_len() < cfg.window && q + 1 == trace.len();
-            if seen % cfg.window == 0 || short_test {
+            if seen.is_multiple_of(cfg.window) || short_test {
                 window_imbalances.push(max_over_mean(&window_counts));
                 window_counts.iter_mut().for_each(|c| *c = 0);
             }

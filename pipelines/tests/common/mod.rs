@@ -5,13 +5,20 @@
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
+use std::time::Duration;
 
-/// Runs `ballot` with `args`.
+/// The longest any one `ballot` command of these tests may run (the real-log grid takes a
+/// few minutes on a 2-core machine): a hang fails the test, naming the command.
+const COMMAND_LIMIT: Duration = Duration::from_secs(20 * 60);
+
+/// Runs `ballot` with `args` to completion, failing the test if it takes over
+/// [`COMMAND_LIMIT`].
 pub fn ballot(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ballot"))
-        .args(args)
-        .output()
-        .expect("the ballot binary runs")
+    e2e::output_within(
+        Command::new(env!("CARGO_BIN_EXE_ballot")).args(args),
+        COMMAND_LIMIT,
+        &format!("ballot {}", args.join(" ")),
+    )
 }
 
 /// Stderr as text.
