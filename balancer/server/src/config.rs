@@ -13,7 +13,7 @@
 //! load_window = 10000
 //! work_query_bytes = 4096             # work: the fixed per-query cost, in flash bytes
 //! stall_eps = 1.0                     # window, work: full anyway at ceil((1+stall_eps)·mean in flight)
-//! stall_slack = 8                     #   + stall_slack requests in flight
+//! stall_slack = 2                     #   + stall_slack requests in flight
 //! slow_start_queries = 2000           # a replica that comes back ramps its share up over these
 //! request_timeout_ms = 1000           # one upstream attempt
 //! deadline_ms = 3000                  # the whole client request, retries included
@@ -206,7 +206,7 @@ pub struct Config {
     /// it does not absorb the whole backlog at once. 0 disables slow start.
     #[serde(default = "default_slow_start_queries")]
     pub slow_start_queries: u64,
-    /// With `load = "window"`, a replica also counts as full while it holds at least
+    /// With `load = "window"` or `"work"`, a replica also counts as full while it holds at least
     /// `ceil((1 + stall_eps) * (in-flight total + 1) / live) + stall_slack` requests in
     /// flight: it is falling behind (a slow disk, a hot spot), and its queries overflow.
     #[serde(default = "default_stall_eps")]
@@ -286,10 +286,10 @@ fn default_load_window() -> usize {
     10_000
 }
 fn default_stall_eps() -> f64 {
-    1.0
+    balancer::load::DEFAULT_STALL_EPS
 }
 fn default_stall_slack() -> u64 {
-    8
+    balancer::load::DEFAULT_STALL_SLACK
 }
 fn default_vnodes() -> usize {
     DEFAULT_VNODES

@@ -70,6 +70,17 @@ pub trait LoadView {
     }
 }
 
+/// Default slack of the stall guard of the `window` and `work` loads on the mean requests
+/// in flight: a replica holding `ceil((1 + stall_eps) · (in flight + 1) / R) + stall_slack`
+/// requests counts as full whatever its window says.
+pub const DEFAULT_STALL_EPS: f64 = 1.0;
+/// Default extra requests of the stall guard (see [`DEFAULT_STALL_EPS`]). Two, not more:
+/// the queueing simulator of the demo setup (`ballot simulate`, R = 8, flash at 4 MB/s)
+/// gave the table a 5–20% lower p99 and 3–14% more throughput at 2 than at 8, on the AOL
+/// log over three seeds and on the synthetic default, for 1–3 points more overflow
+/// (`docs/results.md`, "Stall guard").
+pub const DEFAULT_STALL_SLACK: u64 = 2;
+
 /// Default fixed cost of one query under the `work` load, in flash bytes: about a
 /// millisecond of a replica's CPU at the demo's emulated flash bandwidth (4 MB/s). Set it
 /// to a query's CPU time times the flash bandwidth (`docs/queueing.md` shows how to

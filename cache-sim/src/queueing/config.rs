@@ -12,11 +12,7 @@ use serde::Serialize;
 
 use crate::eviction::EvictionKind;
 
-/// The balancer's default stall-guard slack on the mean requests in flight (`stall_eps`).
-pub const DEFAULT_STALL_EPS: f64 = 1.0;
-/// The balancer's default stall-guard extra requests (`stall_slack`).
-pub const DEFAULT_STALL_SLACK: u64 = 8;
-pub use balancer::load::DEFAULT_WORK_QUERY_BYTES;
+pub use balancer::load::{DEFAULT_STALL_EPS, DEFAULT_STALL_SLACK, DEFAULT_WORK_QUERY_BYTES};
 /// The replica's default `--max-inflight`.
 pub const DEFAULT_MAX_INFLIGHT: u64 = 256;
 /// Blocking threads the replica starts beyond `--max-inflight` (its tokio runtime's

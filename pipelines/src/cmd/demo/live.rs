@@ -12,10 +12,11 @@
 //! The simulator replays exactly the same query sequence (warm queries as its warm-up, the
 //! measured ones counted) with the same policy, sizes and capacity, so the simulated and
 //! measured miss bytes ratios compare like for like. The balancer bounds load the way the
-//! simulator does (`load = "window"`: queries routed per replica over the last 10,000
-//! decisions, [`DEFAULT_WINDOW`]); what differs is only what a live system adds: concurrent
-//! queries interleave their cache accesses, and a replica falling behind (at the balancer's
-//! default stall cap, twice the mean of requests in flight plus 8) sheds queries.
+//! simulator does (`--load auto`: the table's flash work, the others' queries routed per
+//! replica, over the last 10,000 decisions, [`DEFAULT_WINDOW`]); what differs is only what
+//! a live system adds: concurrent queries interleave their cache accesses, and a replica
+//! falling behind (at the balancer's default stall cap, twice the mean of requests in
+//! flight plus 2) sheds queries.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

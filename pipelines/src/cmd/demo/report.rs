@@ -186,7 +186,7 @@ fn live_section(md: &mut String, live: &LiveReport) -> Result<()> {
     )?;
     writeln!(md, "### What the live numbers mean\n")?;
     writeln!(md, "- **simulated miss bytes ratio**: the simulator's prediction for exactly these queries (the warm-up queries warm its caches, the counted ones are counted) with the same policy, index sizes and cache bytes.")?;
-    writeln!(md, "- **measured**: Σ miss bytes / Σ (hit + miss) bytes over the counted queries, from every replica's `GET /stats` read before and after. **difference** is measured − simulated; both bound the same load over the last 10,000 routing decisions, so the two differ only by what a live system adds: concurrent queries interleave their cache accesses, the work a query costs reaches the balancer when its answer does, and a replica that falls behind (twice the mean of requests in flight, plus 8) sheds queries to the next-ranked one.")?;
+    writeln!(md, "- **measured**: Σ miss bytes / Σ (hit + miss) bytes over the counted queries, from every replica's `GET /stats` read before and after. **difference** is measured − simulated; both bound the same load over the last 10,000 routing decisions, so the two differ only by what a live system adds: concurrent queries interleave their cache accesses, the work a query costs reaches the balancer when its answer does, and a replica that falls behind (twice the mean of requests in flight, plus 2) sheds queries to the next-ranked one.")?;
     writeln!(md, "- **busiest flash share**: the share of all flash bytes read by the replica that read the most (1/R is perfect balance). With flash the bottleneck, throughput follows this replica.")?;
     writeln!(
         md,
