@@ -12,9 +12,9 @@
 //! with an error naming the file and the first offending row.
 //!
 //! A table file is untrusted input (the balancer accepts uploads), so reading it is bounded
-//! by [`TableLimits`] ([`limits`]): the footer is checked before it is parsed, the row counts
+//! by [`TableLimits`] (module `limits`): the footer is checked before it is parsed, the row counts
 //! and column sizes it declares before any page is read, every page header and each `term`
-//! dictionary before any value is decoded ([`pages`]), and each record batch of
+//! dictionary before any value is decoded (module `pages`), and each record batch of
 //! [`BATCH_ROWS`] rows before its rows are materialized. Only the three table columns are
 //! decoded; the file's embedded Arrow schema is ignored (the Parquet types decide).
 
