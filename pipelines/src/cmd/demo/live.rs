@@ -68,6 +68,9 @@ pub struct LiveSetup<'a> {
     /// Open-loop rate in queries/s; `None`: `load_frac` × the first policy's saturation
     /// throughput.
     pub rate: Option<f64>,
+    /// Live and predicted: the load of every policy but the table, overriding
+    /// `routing` (`None`: `routing`'s).
+    pub others_load: Option<balancer::LoadKind>,
     /// See `rate`.
     pub load_frac: f64,
     /// Queueing prediction: CPU microseconds per query outside flash.
@@ -78,6 +81,16 @@ pub struct LiveSetup<'a> {
     pub policies: Vec<PolicyKind>,
     /// Where the processes' logs and configs go.
     pub work_dir: PathBuf,
+}
+
+impl LiveSetup<'_> {
+    /// The load the live balancer and the queueing prediction bound `kind` by.
+    fn live_load_for(&self, kind: PolicyKind) -> balancer::LoadKind {
+        match self.others_load {
+            Some(load) if !kind.needs_table() => load,
+            _ => self.routing.load_for(kind),
+        }
+    }
 }
 
 /// One policy's live result next to the simulator's prediction.
@@ -315,7 +328,7 @@ fn serve_policy(
             table: kind.needs_table().then(|| setup.table.clone()),
             sizes: Some(setup.sizes_path.clone()),
             eps: setup.eps,
-            load: setup.routing.load_for(kind),
+            load: setup.live_load_for(kind),
             work_query_bytes: setup.routing.work_query_bytes,
             homes: setup.routing.homes,
             load_window: DEFAULT_WINDOW,
@@ -484,7 +497,7 @@ fn predict(
     };
     let policy = build_policy(kind, &params)?;
     let mut cfg = QueueConfig::new(setup.replicas, setup.cache_bytes);
-    cfg.balancer.load = setup.routing.load_for(kind);
+    cfg.balancer.load = setup.live_load_for(kind);
     cfg.balancer.work_query_bytes = setup.routing.work_query_bytes;
     cfg.replica.flash_read_mbps = setup.flash_read_mbps;
     cfg.replica.cpu_us = setup.sim_cpu_us;

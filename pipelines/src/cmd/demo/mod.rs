@@ -86,6 +86,12 @@ pub struct DemoArgs {
     /// Live: open-loop rate in queries/s (overrides --live-load).
     #[arg(long)]
     pub live_rate: Option<f64>,
+    /// Live and predicted: bound every policy but the table by this load instead of
+    /// `--load`'s (e.g. `in-flight`, the balancer's own default for them, which only the
+    /// queueing simulator can model: the trace-simulated miss bytes of those policies stay
+    /// under `--load`'s bound).
+    #[arg(long)]
+    pub live_others_load: Option<balancer::LoadKind>,
     /// Queueing prediction: CPU time of one query outside flash reads, microseconds (the
     /// replica's work plus the balancer's and the load generator's share; see
     /// docs/queueing.md for how to measure it).
@@ -266,6 +272,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
             steady: pick(&test[n_sat..n_sat + n_steady]),
             concurrency: args.live_concurrency,
             rate: args.live_rate,
+            others_load: args.live_others_load,
             sim_cpu_us: args.sim_cpu_us,
             sim_cores: args.sim_cores.unwrap_or_else(|| {
                 std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get)
