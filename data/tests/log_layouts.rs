@@ -90,7 +90,7 @@ fn excite_is_refused_without_format_and_read_by_the_preset() {
     let path = fixture("excite.log");
     let m = refused(&path);
     assert!(
-        m.contains("1: 2A9EABFB35F5B954\\t970916000350\\tlyrics on demand"),
+        m.contains("1: 2A9EABFB35F5B954\\t970916000350\\tkon min run"),
         "{m}"
     );
     assert!(
@@ -118,12 +118,12 @@ fn excite_is_refused_without_format_and_read_by_the_preset() {
             rec(
                 ms("1997-09-16 00:03:50"),
                 Some("2A9EABFB35F5B954"),
-                "lyrics on demand"
+                "kon min run"
             ),
             rec(
                 ms("1997-09-16 00:05:12"),
                 Some("BED75271605EBD0C"),
-                "free tickets to zoo for military"
+                "koten kokon kolon kosan koven kodin"
             ),
         ]
     );
@@ -167,8 +167,8 @@ fn headerless_tsv_is_refused_then_read_with_columns() {
     assert_eq!(
         log.records[..2],
         [
-            rec(Some(1_141_171_304_000), Some("1969510"), "lyrics on demand"),
-            rec(ms("2006-03-01 00:08:40"), Some("142"), "mp3 players"),
+            rec(Some(1_141_171_304_000), Some("4100001"), "kon min run"),
+            rec(ms("2006-03-01 00:08:40"), Some("142"), "mikon3 mimin"),
         ]
     );
     // Without --format and --time-format: tab-separated and epoch seconds are read from the
@@ -189,7 +189,7 @@ fn headerless_tsv_is_refused_then_read_with_columns() {
     assert_eq!(numbered.records, log.records);
     // Only the query: no user, no time.
     let bare = ok(&path, spec(Some("tsv"), Some("-,-,query"), None));
-    assert_eq!(bare.records[0], rec(None, None, "lyrics on demand"));
+    assert_eq!(bare.records[0], rec(None, None, "kon min run"));
     // A wrong time format says what it expected, with the line.
     let e = read_with(
         &path,
@@ -239,7 +239,7 @@ fn trec_topics_are_refused_then_read_without_their_ids() {
 
 #[test]
 fn aol_is_detected_and_the_preset_reads_it_the_same() {
-    let path = fixture("aol.tsv");
+    let path = fixture("anonid-query-time.tsv");
     let auto = ok(&path, LayoutSpec::default());
     assert_eq!(auto.report.format, LogFormat::Aol);
     assert!(auto.report.layout.detected && auto.report.layout.header);
@@ -253,11 +253,7 @@ fn aol_is_detected_and_the_preset_reads_it_the_same() {
     );
     assert_eq!(
         auto.records[0],
-        rec(
-            ms("2006-03-01 07:17:12"),
-            Some("1969510"),
-            "lyrics on demand"
-        )
+        rec(ms("2006-03-01 07:17:12"), Some("4100001"), "kon min run")
     );
     let preset = ok(&path, spec(Some("aol"), None, None));
     assert_eq!(preset.records, auto.records);
@@ -269,7 +265,7 @@ fn lines_and_csv_fixtures() {
     let lines = ok(&fixture("lines.txt"), LayoutSpec::default());
     assert_eq!(lines.report.format, LogFormat::Lines);
     assert_eq!(lines.records.len(), 30);
-    assert_eq!(lines.records[0], rec(None, None, "lyrics on demand"));
+    assert_eq!(lines.records[0], rec(None, None, "kon min run"));
     let explicit = ok(&fixture("lines.txt"), spec(Some("lines"), None, None));
     assert_eq!(explicit.records, lines.records);
 
@@ -305,7 +301,7 @@ fn header_names_match_in_any_case() {
         ("Query Time\tSession ID\tSearch Terms", 2, 1, 0),
     ] {
         let mut fields = [""; 3];
-        fields[q] = "weather boston";
+        fields[q] = "miran ruban";
         fields[u] = "42";
         fields[t] = "2006-03-01 00:01:44";
         let text = format!("{header}\n{}\n", fields.join("\t"));
@@ -315,7 +311,7 @@ fn header_names_match_in_any_case() {
         assert_eq!(log.report.format, LogFormat::Tsv, "{header}");
         assert_eq!(
             log.records,
-            [rec(ms("2006-03-01 00:01:44"), Some("42"), "weather boston")],
+            [rec(ms("2006-03-01 00:01:44"), Some("42"), "miran ruban")],
             "{header}"
         );
     }
@@ -390,14 +386,11 @@ fn parquet_columns_by_alias_name_and_unit() {
     let batch = RecordBatch::try_from_iter(vec![
         (
             "AnonID",
-            Arc::new(Int64Array::from(vec![1969510, 713071])) as ArrayRef,
+            Arc::new(Int64Array::from(vec![4100001, 4100002])) as ArrayRef,
         ),
         (
             "Query",
-            Arc::new(StringArray::from(vec![
-                "lyrics on demand",
-                "liver transplants",
-            ])) as ArrayRef,
+            Arc::new(StringArray::from(vec!["kon min run", "mifen mizin"])) as ArrayRef,
         ),
         (
             "QueryTime",
@@ -417,7 +410,7 @@ fn parquet_columns_by_alias_name_and_unit() {
     let log = ok(&path, LayoutSpec::default());
     assert_eq!(
         log.records[0],
-        rec(Some(1_141_171_304_000), Some("1969510"), "lyrics on demand")
+        rec(Some(1_141_171_304_000), Some("4100001"), "kon min run")
     );
     let d = log.report.layout.describe();
     assert!(d.contains("query = column \"Query\""), "{d}");
@@ -448,7 +441,7 @@ fn parquet_columns_by_alias_name_and_unit() {
 
 #[test]
 fn the_layout_and_first_records_come_before_the_rest() {
-    let path = fixture("aol.tsv");
+    let path = fixture("anonid-query-time.tsv");
     let mut seen = Vec::new();
     let log = read_log_with(&path, &ReadOptions::default(), &mut |layout, first| {
         seen.push((layout.format, first.to_vec()));
@@ -465,7 +458,7 @@ fn the_layout_and_first_records_come_before_the_rest() {
     );
     assert_eq!(
         preview[1],
-        "  query 1: \"lyrics on demand\" (user 1969510, 2006-03-01 07:17:12)"
+        "  query 1: \"kon min run\" (user 4100001, 2006-03-01 07:17:12)"
     );
 
     // A one-record log reports its one record at the end; a log with none still shows its

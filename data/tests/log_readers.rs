@@ -149,36 +149,24 @@ fn query_column_round_trip() {
 #[test]
 fn tsv_round_trip() {
     let text = "timestamp\tanon_id\tquery\n\
-                2006-03-01 00:01:44\t1969510\tlyrics on demand\n\
-                2006-03-01 00:02:25\t713071\tfree tickets to zoo for military\n\
-                2006-03-01 00:03:15\t713071\tliver transplants\n\
-                2006-03-01 00:03:20\t713071\tliver transplants\n\
-                2006-03-01 00:03:32\t30011\tliver transplants\n\
+                2006-03-01 00:01:44\t4100001\tkon min run\n\
+                2006-03-01 00:02:25\t4100002\tkoten kokon kolon kosan koven kodin\n\
+                2006-03-01 00:03:15\t4100002\tmifen mizin\n\
+                2006-03-01 00:03:20\t4100002\tmifen mizin\n\
+                2006-03-01 00:03:32\t30011\tmifen mizin\n\
                 2006-03-01 00:04:00\t30011\t\n";
     let log = check_both(
         text,
         LogFormat::Tsv,
         &[
-            rec(
-                Some("2006-03-01 00:01:44"),
-                Some("1969510"),
-                "lyrics on demand",
-            ),
+            rec(Some("2006-03-01 00:01:44"), Some("4100001"), "kon min run"),
             rec(
                 Some("2006-03-01 00:02:25"),
-                Some("713071"),
-                "free tickets to zoo for military",
+                Some("4100002"),
+                "koten kokon kolon kosan koven kodin",
             ),
-            rec(
-                Some("2006-03-01 00:03:15"),
-                Some("713071"),
-                "liver transplants",
-            ),
-            rec(
-                Some("2006-03-01 00:03:32"),
-                Some("30011"),
-                "liver transplants",
-            ),
+            rec(Some("2006-03-01 00:03:15"), Some("4100002"), "mifen mizin"),
+            rec(Some("2006-03-01 00:03:32"), Some("30011"), "mifen mizin"),
             rec(Some("2006-03-01 00:04:00"), Some("30011"), ""),
         ],
     );

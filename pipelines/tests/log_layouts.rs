@@ -91,7 +91,7 @@ fn every_command_that_reads_a_log_refuses_to_guess() {
             log.as_str(),
             "refusing to guess the layout",
             "first lines:",
-            "1: 2A9EABFB35F5B954\\t970916000350\\tlyrics on demand",
+            "1: 2A9EABFB35F5B954\\t970916000350\\tkon min run",
             "columns seen (tab-separated, 3 on 33 of 33 sampled lines)",
             "2: times (%y%m%d%H%M%S), e.g. 970916000350 = 1997-09-16 00:03:50",
             "read it with: --format excite",
@@ -109,8 +109,8 @@ fn excite_preset() {
     let (out, err) = run_ok(&["stats", "--log", &log, "--format", "excite"]);
     let layout = "layout: excite (from --format): tab-separated, no header, 3 columns; \
                   query = column 3, user = column 1, time = column 2 as %y%m%d%H%M%S";
-    let q1 = "  query 1: \"lyrics on demand\" (user 2A9EABFB35F5B954, 1997-09-16 00:03:50)";
-    let q2 = "  query 2: \"free tickets to zoo for military\" \
+    let q1 = "  query 1: \"kon min run\" (user 2A9EABFB35F5B954, 1997-09-16 00:03:50)";
+    let q2 = "  query 2: \"koten kokon kolon kosan koven kodin\" \
               (user BED75271605EBD0C, 1997-09-16 00:05:12)";
     for text in [&out, &err] {
         assert!(text.contains(layout), "{text}");
@@ -162,7 +162,7 @@ fn headerless_tsv_with_columns() {
         "{err}"
     );
     assert!(
-        out.contains("  query 1: \"lyrics on demand\" (user 1969510, 2006-03-01 00:01:44)"),
+        out.contains("  query 1: \"kon min run\" (user 4100001, 2006-03-01 00:01:44)"),
         "{out}"
     );
     assert_eq!(row(&out, "queries"), "30");
@@ -208,7 +208,7 @@ fn trec_topics_preset() {
 
 #[test]
 fn aol_and_lines_are_detected() {
-    let (out, err) = run_ok(&["stats", "--log", &fixture("aol.tsv")]);
+    let (out, err) = run_ok(&["stats", "--log", &fixture("anonid-query-time.tsv")]);
     assert!(
         err.contains(
             "layout: aol (detected): tab-separated, header line skipped, 3 to 5 columns; \
@@ -222,7 +222,13 @@ fn aol_and_lines_are_detected() {
         "{err}"
     );
     assert_eq!(row(&out, "distinct users"), "7");
-    let (preset, _) = run_ok(&["stats", "--log", &fixture("aol.tsv"), "--format", "aol"]);
+    let (preset, _) = run_ok(&[
+        "stats",
+        "--log",
+        &fixture("anonid-query-time.tsv"),
+        "--format",
+        "aol",
+    ]);
     assert_eq!(row(&preset, "queries"), row(&out, "queries"));
 
     let (out, err) = run_ok(&["stats", "--log", &fixture("lines.txt")]);
@@ -230,7 +236,7 @@ fn aol_and_lines_are_detected() {
         err.contains("layout: lines (detected): one query per line, no header"),
         "{err}"
     );
-    assert!(err.contains("  query 1: \"lyrics on demand\"\n"), "{err}");
+    assert!(err.contains("  query 1: \"kon min run\"\n"), "{err}");
     assert_eq!(row(&out, "queries"), "30");
     assert!(
         !out.contains("distinct users") && !out.contains("time span"),
@@ -327,7 +333,7 @@ fn eval_prints_the_layout_before_any_work() {
     ]);
     let layout = err.find("layout: excite").expect("layout printed");
     let first = err
-        .find("  query 1: \"lyrics on demand\"")
+        .find("  query 1: \"kon min run\"")
         .expect("query printed");
     let tokenizing = err.find("tokenizing:").expect("tokenizing stage");
     assert!(layout < first && first < tokenizing, "{err}");

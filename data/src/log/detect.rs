@@ -457,7 +457,7 @@ mod tests {
         let c = columns(&l);
         assert_eq!((c.query, c.user, c.time), (2, Some(1), Some(0)));
         assert_eq!(c.time_format, TimeFormat::EpochS, "sniffed from the values");
-        let l = auto(&["lyrics on demand", "free tickets"]).unwrap();
+        let l = auto(&["kon min run", "free tickets"]).unwrap();
         assert_eq!((l.format, l.header), (LogFormat::Lines, false));
     }
 

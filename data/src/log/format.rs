@@ -311,7 +311,7 @@ mod tests {
         ] {
             assert_eq!(header_role(name), Some(role), "{name}");
         }
-        assert_eq!(header_role("lyrics on demand"), None);
+        assert_eq!(header_role("kon min run"), None);
         assert_eq!(header_role("2006-03-01 00:01:44"), None);
     }
 

@@ -385,7 +385,7 @@ const PREVIEW_CHARS: usize = 80;
 
 impl Layout {
     /// What a command prints before any work: `layout: <describe>`, then one line per
-    /// record, `query 1: "lyrics on demand" (user 1969510, 2006-03-01 00:01:44)`.
+    /// record, `query 1: "kon min run" (user 4100001, 2006-03-01 00:01:44)`.
     pub fn preview(&self, first: &[LogRecord]) -> Vec<String> {
         let mut out = vec![format!("layout: {}", self.describe())];
         if first.is_empty() {

@@ -128,7 +128,7 @@ impl ReadReport {
         out
     }
 
-    /// One human line, e.g. `aol.tsv: aol, 10 lines, 6 records, 1 repeat collapsed,
+    /// One human line, e.g. `log.tsv: aol, 10 lines, 6 records, 1 repeat collapsed,
     /// 3 malformed lines (line 7: expected ..., found 2; line 9: ...)`.
     pub fn summary(&self) -> String {
         let unit = if self.format == LogFormat::Parquet {

@@ -472,10 +472,10 @@ mod tests {
     use super::*;
 
     const EXCITE: &[&str] = &[
-        "2A9EABFB35F5B954\t970916105432\t+md foods +proteins",
-        "BED75271605EBD0C\t970916001949\tyahoo chat",
-        "BED75271605EBD0C\t970916001954\tyahoo chat",
-        "824F413FA37520BF\t970916184809\tgarter belts",
+        "2A9EABFB35F5B954\t970916105432\t+mirun miten +milon",
+        "BED75271605EBD0C\t970916001949\truten rulon",
+        "BED75271605EBD0C\t970916001954\truten rulon",
+        "824F413FA37520BF\t970916184809\tnen tin",
     ];
 
     #[test]
@@ -499,8 +499,8 @@ mod tests {
     #[test]
     fn ordinary_queries_are_not_suspect() {
         let lines = [
-            "lyrics on demand",
-            "free tickets to zoo, for military",
+            "kon min run",
+            "koten kokon kolon kosan koven kodin",
             "third\tcolumn",
             "http://www.google.com",
             "paris, france",
@@ -572,11 +572,11 @@ mod tests {
             Some(TimeFormat::Strftime("%Y%m%d%H%M%S".into()))
         );
         assert_eq!(
-            sniff_time(&["1969510", "713071"], true),
+            sniff_time(&["4100001", "4100002"], true),
             None,
             "ids are not times"
         );
-        assert_eq!(sniff_time(&["1969510"], false), Some(TimeFormat::EpochS));
+        assert_eq!(sniff_time(&["4100001"], false), Some(TimeFormat::EpochS));
         assert_eq!(sniff_time(&[""], true), None);
     }
 
@@ -590,7 +590,7 @@ mod tests {
             .collect();
         let m = s.message(&first);
         assert!(
-            m.contains("1: 2A9EABFB35F5B954\\t970916105432\\t+md foods +proteins"),
+            m.contains("1: 2A9EABFB35F5B954\\t970916105432\\t+mirun miten +milon"),
             "{m}"
         );
         assert!(
