@@ -46,6 +46,32 @@ fn num(v: &Value, key: &str) -> f64 {
         .unwrap_or_else(|| panic!("{key} is not a number in {v}"))
 }
 
+/// The claims of one test: every one is checked and every failure reported together, so
+/// a deliberate break shows each claim it breaks, not only the first.
+#[derive(Default)]
+struct Claims {
+    failed: Vec<String>,
+}
+
+impl Claims {
+    /// Records `claim` as failed unless `holds`.
+    fn check(&mut self, holds: bool, claim: impl FnOnce() -> String) {
+        if !holds {
+            self.failed.push(claim());
+        }
+    }
+
+    /// Fails the test listing every failed claim.
+    fn finish(self) {
+        assert!(
+            self.failed.is_empty(),
+            "{} claim(s) failed:\n- {}",
+            self.failed.len(),
+            self.failed.join("\n- ")
+        );
+    }
+}
+
 /// Flash bytes the busiest replica reads per query: when flash bandwidth is the
 /// bottleneck, throughput is inversely proportional to it.
 fn busiest_flash_bytes(r: &Value) -> f64 {
@@ -67,17 +93,18 @@ fn balanced_rivals(results: &[Value]) -> Vec<&Value> {
     rivals
 }
 
-/// Asserts the table is at least `lead` (a fraction) below every balanced rival.
-fn assert_lead(results: &[Value], lead: f64, what: &str) {
+/// Claims the table is at least `lead` (a fraction) below every balanced rival.
+fn check_lead(claims: &mut Claims, results: &[Value], lead: f64, what: &str) {
     let t = num(row(results, "table"), "miss_bytes_ratio");
     for r in balanced_rivals(results) {
         let o = num(r, "miss_bytes_ratio");
-        assert!(
-            t <= (1.0 - lead) * o,
-            "{what}: table {t:.4} is not {:.0}% below {} {o:.4}",
-            lead * 100.0,
-            r["policy"]
-        );
+        claims.check(t <= (1.0 - lead) * o, || {
+            format!(
+                "{what}: table {t:.4} is not {:.0}% below {} {o:.4}",
+                lead * 100.0,
+                r["policy"]
+            )
+        });
     }
 }
 
@@ -156,51 +183,51 @@ fn learned_tables_lead_every_balanced_policy_on_the_grid() {
     let doc = grid(&log, Some(&freq), &["--configs", "8:0.05,4:0.05,8:0.02"]);
 
     // The standard setup: every claim of the results table.
+    let mut claims = Claims::default();
     let results = config(&doc, 8, 0.05);
     let table = row(results, "table");
     let t = num(table, "miss_bytes_ratio");
-    assert!(t <= 0.33, "table {t} misses more than 0.33 of the bytes");
+    claims.check(t <= 0.33, || {
+        format!("table {t} misses more than 0.33 of the bytes")
+    });
     let busiest = num(table, "flash_share_max");
-    assert!(
-        busiest <= 1.2 / 8.0,
-        "the table's busiest replica reads {busiest:.3} of the flash bytes (> 1.2 / R)"
-    );
-    assert_lead(results, 0.10, "R = 8, 5% caches");
+    claims.check(busiest <= 1.2 / 8.0, || {
+        format!("the table's busiest replica reads {busiest:.3} of the flash bytes (> 1.2 / R)")
+    });
+    check_lead(&mut claims, results, 0.10, "R = 8, 5% caches");
     let tv = row(results, "term-vote");
     let (t_novel, tv_novel) = (
         num(table, "novel_miss_bytes_ratio"),
         num(tv, "novel_miss_bytes_ratio"),
     );
-    assert!(
+    claims.check(
         num(table, "novel_queries") > 10_000.0 && t_novel <= 0.9 * tv_novel,
-        "on queries unseen in training: table {t_novel} vs term-vote {tv_novel}"
+        || format!("on queries unseen in training: table {t_novel} vs term-vote {tv_novel}"),
     );
     let gain = busiest_flash_bytes(row(results, "round-robin")) / busiest_flash_bytes(table);
-    assert!(
-        gain >= 1.5,
-        "flash-bound throughput {gain:.2}x round-robin (< 1.5x)"
-    );
+    claims.check(gain >= 1.5, || {
+        format!("flash-bound throughput {gain:.2}x round-robin (< 1.5x)")
+    });
 
     // Refinement earns its keep: the kept table is at least 10% better on validation than
     // the METIS-only table it started from.
     let report = &doc[0]["train_report"];
     let initial = num(&report["iterations"][0], "validation_miss_bytes_ratio");
     let kept = num(report, "validation_miss_bytes_ratio");
-    assert!(
-        kept <= 0.9 * initial,
-        "refinement: {kept} is not 10% below the initial {initial}"
-    );
+    claims.check(kept <= 0.9 * initial, || {
+        format!("refinement: {kept} is not 10% below the initial {initial}")
+    });
 
     // The grid's closest rows.
-    assert_lead(config(&doc, 4, 0.05), 0.10, "R = 4, 5% caches");
-    assert_lead(config(&doc, 8, 0.02), 0.10, "R = 8, 2% caches");
+    check_lead(&mut claims, config(&doc, 4, 0.05), 0.10, "R = 4, 5% caches");
+    check_lead(&mut claims, config(&doc, 8, 0.02), 0.10, "R = 8, 2% caches");
     for (r, frac) in [(4, 0.05), (8, 0.02)] {
         let busiest = num(row(config(&doc, r, frac), "table"), "flash_share_max");
-        assert!(
-            busiest <= 1.2 / r as f64,
-            "R = {r}, {frac}: busiest flash share {busiest}"
-        );
+        claims.check(busiest <= 1.2 / r as f64, || {
+            format!("R = {r}, {frac}: busiest flash share {busiest}")
+        });
     }
+    claims.finish();
 }
 
 #[test]
@@ -215,17 +242,23 @@ fn a_table_trained_on_the_past_leads_on_the_future() {
         Some(&freq),
         &["--configs", "8:0.05", "--split-time", "2006-05-01T00:00:00"],
     );
+    let mut claims = Claims::default();
     let results = config(&doc, 8, 0.05);
-    assert_lead(results, 0.10, "time split");
+    check_lead(&mut claims, results, 0.10, "time split");
     let table = row(results, "table");
-    assert!(num(table, "flash_share_max") <= 1.2 / 8.0, "{table}");
+    let busiest = num(table, "flash_share_max");
+    claims.check(busiest <= 1.2 / 8.0, || {
+        format!("time split: busiest flash share {busiest} (> 1.2 / R)")
+    });
     // On May's queries never seen in March or April the lead measured 10.2%; 5% is the
     // claim, so a small drift in training does not flip it while a broken table does.
     let novel = |p: &str| num(row(results, p), "novel_miss_bytes_ratio");
-    assert!(
-        novel("table") <= 0.95 * novel("term-vote"),
-        "unseen May queries: table {} vs term-vote {}",
-        novel("table"),
-        novel("term-vote")
-    );
+    claims.check(novel("table") <= 0.95 * novel("term-vote"), || {
+        format!(
+            "unseen May queries: table {} vs term-vote {}",
+            novel("table"),
+            novel("term-vote")
+        )
+    });
+    claims.finish();
 }

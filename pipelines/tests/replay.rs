@@ -348,29 +348,43 @@ fn ctrl_c_stops_and_still_reports() {
     });
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("out.json");
+    let (out_path, err_path) = (dir.path().join("stdout"), dir.path().join("stderr"));
     let child = Command::new(env!("CARGO_BIN_EXE_ballot"))
         .args(["replay", SMALL[0], SMALL[1], "--target", &srv.url])
         .args(["--concurrency", "4", "--json"])
         .arg(&json)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&out_path).unwrap())
+        .stderr(std::fs::File::create(&err_path).unwrap())
         .spawn()
         .unwrap();
-    // Wait until requests flow, then interrupt.
+    let mut child = e2e::Running::new(child, "ballot replay");
+    // Wait until requests flow (with a deadline, and failing if the replay already ended),
+    // then interrupt.
     let t0 = Instant::now();
-    while srv.searches.load(Ordering::SeqCst) < 20 && t0.elapsed() < Duration::from_secs(20) {
+    while srv.searches.load(Ordering::SeqCst) < 20 {
+        assert!(
+            child.try_wait().is_none(),
+            "the replay ended before 20 searches"
+        );
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "no 20 searches within 60 s"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
-    let pid = child.id().to_string();
-    let killed = Command::new("kill").args(["-INT", &pid]).status().unwrap();
-    assert!(killed.success());
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert!(stdout(&out).contains("interrupted"), "{}", stdout(&out));
+    child.signal(libc::SIGINT);
+    let status = child.wait_within(Duration::from_secs(60));
+    let read = |p: &std::path::Path| std::fs::read_to_string(p).unwrap_or_default();
+    assert!(status.success(), "{}", read(&err_path));
+    assert!(
+        read(&out_path).contains("interrupted"),
+        "{}",
+        read(&out_path)
+    );
     let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(doc["interrupted"], true);
     let ok = doc["ok"].as_u64().unwrap();
     assert!((16..4000).contains(&ok), "ok {ok}");
     assert_eq!(doc["error_total"], 0);
-    assert!(t0.elapsed() < Duration::from_secs(20));
 }

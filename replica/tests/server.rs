@@ -10,6 +10,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use cache_sim::eviction::{new_cache, EvictionKind};
+use e2e::output_within;
 use serde_json::Value;
 
 const TIMEOUT: Duration = Duration::from_secs(20);
@@ -383,12 +384,14 @@ fn corrupt_list_fails_its_query_only() {
 fn missing_or_truncated_index_is_a_named_startup_error() {
     let tmp = tempfile::tempdir().unwrap();
     let run = |index: &Path| {
-        let out = Command::new(env!("CARGO_BIN_EXE_replica"))
-            .arg("--index")
-            .arg(index)
-            .args(["--listen", "127.0.0.1:0", "--cache-bytes", "1000"])
-            .output()
-            .expect("run replica");
+        let out = output_within(
+            Command::new(env!("CARGO_BIN_EXE_replica"))
+                .arg("--index")
+                .arg(index)
+                .args(["--listen", "127.0.0.1:0", "--cache-bytes", "1000"]),
+            TIMEOUT,
+            "replica with a bad index",
+        );
         assert!(!out.status.success());
         String::from_utf8_lossy(&out.stderr).into_owned()
     };
@@ -472,16 +475,16 @@ fn concurrent_misses_on_one_term_read_flash_once() {
     let idx = build(tmp.path());
     let dir = replica::index::open_directory(&idx).unwrap();
     let bytes = u64::from(dir.entry(dir.id("t20").unwrap()).unwrap().len);
+    // One second of flash latency, and all 8 requests written at once (every connection
+    // open first): the 7 followers arrive while the leader's read is in flight however
+    // busy the machine is.
     let srv = Server::start(
         &idx,
-        &["--cache-bytes", "1000000", "--flash-latency-us", "300000"],
+        &["--cache-bytes", "1000000", "--flash-latency-us", "1000000"],
     );
-    let addr = srv.addr;
-    let clients: Vec<_> = (0..8)
-        .map(|_| std::thread::spawn(move || http_get(addr, "/search?q=t20")))
-        .collect();
-    for c in clients {
-        assert_eq!(c.join().unwrap().0, 200);
+    let paths = vec!["/search?q=t20".to_owned(); 8];
+    for (status, body) in burst(srv.addr, &paths) {
+        assert_eq!(status, 200, "{body}");
     }
     let stats = srv.stats();
     assert_eq!(u(&stats, "misses"), 1, "{stats}");
@@ -535,19 +538,21 @@ fn bad_budget_flags_are_named_startup_errors() {
     let tmp = tempfile::tempdir().unwrap();
     let idx = build(tmp.path());
     for (flag, value) in [("--inflight-bytes", "0"), ("--inflight-wait-ms", "600000")] {
-        let out = Command::new(env!("CARGO_BIN_EXE_replica"))
-            .arg("--index")
-            .arg(&idx)
-            .args([
-                "--listen",
-                "127.0.0.1:0",
-                "--cache-bytes",
-                "1000",
-                flag,
-                value,
-            ])
-            .output()
-            .expect("run replica");
+        let out = output_within(
+            Command::new(env!("CARGO_BIN_EXE_replica"))
+                .arg("--index")
+                .arg(&idx)
+                .args([
+                    "--listen",
+                    "127.0.0.1:0",
+                    "--cache-bytes",
+                    "1000",
+                    flag,
+                    value,
+                ]),
+            TIMEOUT,
+            &format!("replica {flag} {value}"),
+        );
         assert!(!out.status.success(), "{flag} {value} accepted");
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(flag), "{err}");

@@ -3,14 +3,18 @@
 //! `replica` and `balancer` binaries), queries go over real HTTP, and cache hits are read
 //! from the replicas' own `/stats`.
 //!
-//! - `ballot demo` end to end: the learned table beats round-robin in measured miss bytes,
-//!   the measurement agrees with the simulator within 0.05, and no request fails.
-//! - Killing one of three replicas in the middle of a replay fails no client request.
+//! - `ballot demo` end to end: the learned table misses at most 0.8 of round-robin's
+//!   measured miss bytes, the measurement agrees with the simulator within 0.05, and no
+//!   request fails.
+//! - Killing one of three replicas in the middle of a replay fails no client request; the
+//!   killed replica had served traffic, the replay was still running at the kill, and the
+//!   balancer counted the failover (an ejection).
 //!
 //! Each test bounds itself (small log, short replays, timeouts) and stops its processes.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::sync::mpsc::Receiver;
 use std::time::Duration;
 
 use e2e::{
@@ -72,9 +76,16 @@ fn demo_table_beats_round_robin_over_http() {
     };
     let measured = |name: &str| row(name)["measured_miss_bytes_ratio"].as_f64().unwrap();
     let (rr, table) = (measured("round-robin"), measured("table"));
+    eprintln!(
+        "measured miss bytes: table {table:.4}, round-robin {rr:.4} (ratio {:.3})",
+        table / rr
+    );
+    // At this scale the table measured 0.71 of round-robin's miss bytes (0.3818 against
+    // 0.5371); 0.8 is the claim, with room for the live run's spread, and a table of no
+    // use (about 1.0) fails it.
     assert!(
-        table < rr,
-        "table {table} should beat round-robin {rr} in measured miss bytes"
+        table <= 0.8 * rr,
+        "table {table} is not at most 0.8 of round-robin's {rr} in measured miss bytes"
     );
     for r in rows {
         let sim = r["simulated_miss_bytes_ratio"].as_f64().unwrap();
@@ -118,15 +129,32 @@ fn demo_table_beats_round_robin_over_http() {
 }
 
 /// Starts `ballot <args>` (stderr to `stderr_log`) and returns it with the address of its
-/// `listening on` line.
-fn start(args: &[&str], stderr_log: &Path) -> (Running, String) {
-    let (child, addr, _lines) = start_listening(
+/// `listening on` line and the rest of its stdout.
+fn start_with_lines(args: &[&str], stderr_log: &Path) -> (Running, String, Receiver<String>) {
+    start_listening(
         Command::new(bin("ballot")).args(args),
         stderr_log,
         Duration::from_secs(60),
         &format!("ballot {}", args.join(" ")),
-    );
+    )
+}
+
+/// [`start_with_lines`] without the rest of stdout.
+fn start(args: &[&str], stderr_log: &Path) -> (Running, String) {
+    let (child, addr, _lines) = start_with_lines(args, stderr_log);
     (child, addr)
+}
+
+/// The sum of a Prometheus counter over its labels in the text at `GET /metrics` of
+/// `admin` (0 when absent).
+fn counter(admin: &str, name: &str) -> f64 {
+    let (status, body) =
+        http_get(admin, "/metrics", Duration::from_secs(5)).expect("the admin port answers");
+    assert_eq!(status, 200, "{body}");
+    body.lines()
+        .filter(|l| l.starts_with(name) && l[name.len()..].starts_with([' ', '{']))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
 }
 
 /// `GET /stats` of a replica at `addr`: its `queries` counter (0 if it cannot be reached).
@@ -186,10 +214,15 @@ fn killing_a_replica_mid_replay_fails_no_request() {
     }
     let config_path = tmp.path().join("balancer.toml");
     std::fs::write(&config_path, config).unwrap();
-    let (_balancer, addr) = start(
+    let (_balancer, addr, lines) = start_with_lines(
         &["balancer", "--config", config_path.to_str().unwrap()],
         &tmp.path().join("balancer.stderr"),
     );
+    let admin = lines
+        .recv_timeout(Duration::from_secs(30))
+        .ok()
+        .and_then(|l| l.strip_prefix("admin on ").map(|a| a.trim().to_owned()))
+        .expect("the balancer prints `admin on ADDR` after `listening on`");
 
     // 6,000 queries at 600/s: ten seconds of open-loop load; replica r1 dies early in it.
     let report = tmp.path().join("replay.json");
@@ -221,6 +254,7 @@ fn killing_a_replica_mid_replay_fails_no_request() {
         assert!(replay.try_wait().is_none(), "replay ended early");
         replica_queries(&victim_addr) >= 300
     });
+    let ejections_before = counter(&admin, "ballot_ejections_total");
     victim.kill();
     let status = replay.wait_within(Duration::from_secs(120));
     assert!(
@@ -232,4 +266,11 @@ fn killing_a_replica_mid_replay_fails_no_request() {
     assert_eq!(r["sent"], 6000, "{r}");
     assert_eq!(r["ok"], 6000, "every request answered: {r}");
     assert_eq!(r["error_total"], 0, "no request failed: {r}");
+    // The failover happened: the balancer ejected the killed replica (passively after a
+    // failed request, or by its health checks) while the replay ran.
+    let ejections = counter(&admin, "ballot_ejections_total") - ejections_before;
+    assert!(
+        ejections >= 1.0,
+        "no ejection counted after the kill ({ejections})"
+    );
 }

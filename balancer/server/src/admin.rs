@@ -324,6 +324,8 @@ async fn list_replicas(AxState(app): AxState<Arc<App>>) -> Response {
                 "address": r.address,
                 "healthy": r.is_healthy(),
                 "drained": r.is_drained(),
+                "checks": r.checks(),
+                "health_changed_at_check": r.health_changed_at_check(),
                 "in_flight": app.state.in_flight.count(i),
             })
         })

@@ -88,6 +88,10 @@ pub struct Replica {
     fails: AtomicU32,
     passes: AtomicU32,
     live_since: AtomicU64,
+    /// Active health checks recorded so far: the health checker's own clock.
+    checks: AtomicU64,
+    /// The value of `checks` when health last changed (ejection or re-admission).
+    health_changed_at: AtomicU64,
 }
 
 impl std::fmt::Debug for Replica {
@@ -122,6 +126,8 @@ impl Replica {
             fails: AtomicU32::new(0),
             passes: AtomicU32::new(0),
             live_since: AtomicU64::new(live_since),
+            checks: AtomicU64::new(0),
+            health_changed_at: AtomicU64::new(0),
         })
     }
 
@@ -163,11 +169,26 @@ impl Replica {
         }
     }
 
+    /// Active health checks recorded so far. Together with
+    /// [`health_changed_at_check`](Replica::health_changed_at_check) it tells how many
+    /// checks an ejection or re-admission took, whatever the wall time (`GET
+    /// /admin/replicas` shows both).
+    pub fn checks(&self) -> u64 {
+        self.checks.load(Ordering::Relaxed)
+    }
+
+    /// The number of checks recorded when health last changed (0 if it never did).
+    pub fn health_changed_at_check(&self) -> u64 {
+        self.health_changed_at.load(Ordering::Relaxed)
+    }
+
     /// Ejects the replica (passively, after a failed request, or after `fall` failed checks);
     /// it returns after `rise` passed checks.
     pub fn eject(&self, why: &str) {
         self.passes.store(0, Ordering::Relaxed);
         if self.healthy.swap(false, Ordering::Relaxed) {
+            self.health_changed_at
+                .store(self.checks.load(Ordering::Relaxed), Ordering::Relaxed);
             self.metrics.ejections.increment(1);
             tracing::warn!("ejected replica {} ({why})", self.name);
         }
@@ -176,6 +197,7 @@ impl Replica {
     /// Records one active health check; `rise` passes in a row re-admit an ejected replica
     /// (and start its slow start), `fall` failures in a row eject it.
     pub fn record_check(&self, passed: bool, fall: u32, rise: u32) {
+        let check = self.checks.fetch_add(1, Ordering::Relaxed) + 1;
         if passed {
             self.fails.store(0, Ordering::Relaxed);
             let passes = self
@@ -183,6 +205,7 @@ impl Replica {
                 .fetch_add(1, Ordering::Relaxed)
                 .saturating_add(1);
             if passes >= rise && !self.healthy.swap(true, Ordering::Relaxed) {
+                self.health_changed_at.store(check, Ordering::Relaxed);
                 self.became_live();
                 tracing::info!("re-admitted replica {}", self.name);
             }
@@ -226,6 +249,7 @@ mod tests {
         assert!(r.is_healthy());
         r.record_check(false, 2, 3);
         assert!(!r.is_healthy());
+        assert_eq!((r.checks(), r.health_changed_at_check()), (2, 2));
         for _ in 0..7 {
             clock.tick();
         }
@@ -234,7 +258,19 @@ mod tests {
         assert!(!r.is_healthy());
         r.record_check(true, 2, 3);
         assert!(r.is_healthy());
+        assert_eq!((r.checks(), r.health_changed_at_check()), (5, 5));
         assert_eq!(r.live_since(), 7);
+        // A passive ejection is stamped with the checks recorded so far.
+        r.record_check(true, 2, 3);
+        r.eject("a failed request");
+        assert_eq!((r.checks(), r.health_changed_at_check()), (6, 6));
+        r.eject("again: no change");
+        r.record_check(false, 2, 3);
+        assert_eq!((r.checks(), r.health_changed_at_check()), (7, 6));
+        for _ in 0..3 {
+            r.record_check(true, 2, 3);
+        }
+        assert_eq!((r.checks(), r.health_changed_at_check()), (10, 10));
         clock.tick();
         r.set_drained(true);
         r.set_drained(false);

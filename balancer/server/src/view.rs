@@ -6,6 +6,8 @@
 //! - **Liveness:** a replica is live when it is a member, healthy (active checks with
 //!   fall/rise and passive ejection, as HAProxy), not drained, and not excluded by the
 //!   current request's failed attempts.
+//! - **Requests in flight** of every replica ([`LoadView::in_flight`]), by which the
+//!   `table` policy chooses among a query's homes.
 //! - **Stall guard** (window and work loads): a replica holding at least
 //!   `ceil((1+stall_eps)·(in-flight + 1)/live) + stall_slack` requests in flight counts as
 //!   full whatever its window says: it is falling behind, and its queries overflow.
@@ -151,6 +153,11 @@ impl LoadView for View<'_> {
     }
 
     #[inline]
+    fn in_flight(&self, replica: usize) -> Option<u64> {
+        Some(self.in_flight.count(replica))
+    }
+
+    #[inline]
     fn is_live(&self, replica: usize) -> bool {
         replica < MAX_REPLICAS && self.live & (1u64 << replica) != 0
     }
@@ -204,6 +211,7 @@ mod tests {
         let v = View::new(&m, &f, &f, 0, false, PLAIN);
         assert_eq!(v.live_bits(), 0b0101);
         assert_eq!((v.load(0), v.load(2), v.total()), (2, 1, 3));
+        assert_eq!((v.in_flight(0), v.in_flight(1)), (Some(2), Some(0)));
         assert_eq!(v.below_cap_bits(0b1111, 2), 0b1110);
         let v = View::new(&m, &f, &f, 0b0001, false, PLAIN);
         assert_eq!(v.live_bits(), 0b0100);

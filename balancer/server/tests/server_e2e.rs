@@ -7,13 +7,14 @@ use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use data::table::{TableRow, VotingTable};
+use e2e::{output_within, start_listening, Running};
 
 const TOKEN: &str = "s3cret";
 
@@ -159,7 +160,7 @@ impl Drop for Backend {
 // ---------------------------------------------------------------- balancer process
 
 struct Balancer {
-    child: Child,
+    child: Running,
     addr: SocketAddr,
     admin: SocketAddr,
     dir: tempfile::TempDir,
@@ -167,8 +168,11 @@ struct Balancer {
 
 impl Drop for Balancer {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.child.kill();
+        if thread::panicking() {
+            let log = std::fs::read_to_string(self.dir.path().join("balancer.stderr"));
+            eprintln!("balancer stderr:\n{}", log.unwrap_or_default());
+        }
     }
 }
 
@@ -191,33 +195,26 @@ fn config(backends: &[&Backend], policy: &str, extra: &str) -> String {
 fn spawn_balancer(dir: tempfile::TempDir, config_text: &str) -> Balancer {
     let path = dir.path().join("balancer.toml");
     std::fs::write(&path, config_text).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_balancer"))
-        .arg("--config")
-        .arg(&path)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn balancer");
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut addr = None;
-    let mut admin = None;
-    while addr.is_none() || admin.is_none() {
-        let line = lines
-            .next()
-            .expect("balancer exited before listening")
-            .unwrap();
-        if let Some(a) = line.strip_prefix("listening on ") {
-            addr = Some(a.parse().unwrap());
-        } else if let Some(a) = line.strip_prefix("admin on ") {
-            admin = Some(a.parse().unwrap());
-        }
-    }
-    // Keep draining stdout so the child never blocks on a full pipe.
+    // Both readiness lines within a deadline (`listening on`, then `admin on`); the rest
+    // of stdout stays drained by `start_listening`'s reader.
+    let (child, addr, lines) = start_listening(
+        Command::new(env!("CARGO_BIN_EXE_balancer"))
+            .arg("--config")
+            .arg(&path),
+        &dir.path().join("balancer.stderr"),
+        LIMIT,
+        "balancer",
+    );
+    let admin = lines
+        .recv_timeout(LIMIT)
+        .ok()
+        .and_then(|l| l.strip_prefix("admin on ")?.parse().ok())
+        .expect("the balancer prints `admin on ADDR` after `listening on`");
     thread::spawn(move || for _ in lines {});
     Balancer {
         child,
-        addr: addr.unwrap(),
-        admin: admin.unwrap(),
+        addr: addr.parse().expect("listening address"),
+        admin,
         dir,
     }
 }
@@ -299,6 +296,25 @@ fn replica_state(b: &Balancer, name: &str) -> serde_json::Value {
         .find(|x| x["name"] == name)
         .cloned()
         .unwrap_or(serde_json::Value::Null)
+}
+
+/// How long a test waits for something that should happen within a second: only a hang
+/// guard, generous for a busy machine. What is checked is counted (checks, queries), not
+/// timed.
+const LIMIT: Duration = Duration::from_secs(30);
+
+/// Health checks the balancer has recorded for replica `name` (its health checker's clock).
+fn checks(b: &Balancer, name: &str) -> u64 {
+    replica_state(b, name)["checks"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no checks count for {name}"))
+}
+
+/// The check count at which `name`'s health last changed.
+fn changed_at(b: &Balancer, name: &str) -> u64 {
+    replica_state(b, name)["health_changed_at_check"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no health_changed_at_check for {name}"))
 }
 
 fn wait_until(what: &str, limit: Duration, mut f: impl FnMut() -> bool) -> Duration {
@@ -403,31 +419,54 @@ fn killing_a_backend_under_load_fails_no_request_and_it_comes_back() {
     let b = spawn_balancer(tempfile::tempdir().unwrap(), &cfg);
 
     let running = load(b.addr, 4, 150);
-    thread::sleep(Duration::from_millis(250));
+    // Kill b1 once it has served traffic, while the load is still running (readiness
+    // signals, not sleeps: on a busy machine the load takes longer to start).
+    wait_until("b1 serving 20 queries", LIMIT, || {
+        assert!(
+            !running.is_finished(),
+            "the load ended before b1 had traffic"
+        );
+        bs[1].hits.load(Ordering::Relaxed) >= 20
+    });
+    assert!(!running.is_finished(), "the kill must land during the load");
+    let checks_at_kill = checks(&b, "b1");
     bs[1].kill();
-    // Let a request read just before the kill finish counting.
-    thread::sleep(Duration::from_millis(50));
-    let hits_at_kill = bs[1].hits.load(Ordering::Relaxed);
-    // fall 2 x interval 100 ms (plus a timeout), or at once by passive ejection.
-    let took = wait_until("b1 ejected", Duration::from_secs(2), || {
+    // At once by passive ejection (a failed request), or after fall = 2 checks.
+    let took = wait_until("b1 ejected", LIMIT, || {
         replica_state(&b, "b1")["healthy"] == false
     });
-    eprintln!("b1 ejected {took:?} after the kill");
+    let ejected_at = changed_at(&b, "b1");
+    eprintln!("b1 ejected {took:?} after the kill, at check {ejected_at}");
+    assert!(
+        ejected_at <= checks_at_kill + 3,
+        "b1 ejected at check {ejected_at}, more than fall + 1 checks after the kill at {checks_at_kill}"
+    );
     let failed = running.join().unwrap();
     assert!(failed.is_empty(), "failed requests: {failed:?}");
-    assert_eq!(bs[1].hits.load(Ordering::Relaxed), hits_at_kill);
     assert!(metric(&b, "ballot_ejections_total").unwrap_or(0.0) >= 1.0);
+    for _ in 0..20 {
+        let r = get(b.addr, "/search?q=term3+word4");
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert_ne!(r.headers["x-ballot-replica"], "b1");
+    }
+    let hits_while_down = bs[1].hits.load(Ordering::Relaxed);
 
     bs[1].restart();
-    // rise 2 x interval 100 ms.
-    let took = wait_until("b1 re-admitted", Duration::from_secs(3), || {
+    let checks_at_restart = checks(&b, "b1");
+    let took = wait_until("b1 re-admitted", LIMIT, || {
         replica_state(&b, "b1")["healthy"] == true
     });
-    eprintln!("b1 re-admitted {took:?} after the restart");
+    let back_at = changed_at(&b, "b1");
+    eprintln!("b1 re-admitted {took:?} after the restart, at check {back_at}");
+    // rise = 2 passes, plus the check that may have been failing at the restart.
+    assert!(
+        back_at <= checks_at_restart + 3,
+        "b1 re-admitted at check {back_at}, more than rise + 1 after the restart at {checks_at_restart}"
+    );
     let failed = load(b.addr, 2, 100).join().unwrap();
     assert!(failed.is_empty(), "failed requests: {failed:?}");
     assert!(
-        bs[1].hits.load(Ordering::Relaxed) > hits_at_kill,
+        bs[1].hits.load(Ordering::Relaxed) > hits_while_down,
         "b1 gets queries again"
     );
 }
@@ -451,7 +490,7 @@ fn a_hung_backend_times_out_and_its_queries_fail_over() {
     let r = get(b.addr, "/search?q=after+the+stall");
     assert_ne!(r.headers["x-ballot-replica"], "b1");
     bs[1].stall.store(0, Ordering::Relaxed);
-    wait_until("b1 re-admitted", Duration::from_secs(6), || {
+    wait_until("b1 re-admitted", LIMIT, || {
         replica_state(&b, "b1")["healthy"] == true
     });
 }
@@ -464,20 +503,28 @@ fn health_checks_eject_an_idle_dead_backend_within_fall_checks() {
         tempfile::tempdir().unwrap(),
         &config(&refs, "name = \"least-loaded\"", ""),
     );
-    thread::sleep(Duration::from_millis(300));
+    // The checks are running (two passed) before the kill.
+    wait_until("two checks of b2", LIMIT, || checks(&b, "b2") >= 2);
+    let checks_at_kill = checks(&b, "b2");
     bs[2].kill();
-    // No traffic: only the checks (fall 2, interval 100 ms, timeout 200 ms) can see it.
-    let took = wait_until("b2 ejected by checks", Duration::from_millis(1500), || {
+    // No traffic: only the checks (fall 2) can see it. Counted in checks, not seconds:
+    // the check in progress at the kill may still pass, then two fail.
+    let took = wait_until("b2 ejected by checks", LIMIT, || {
         replica_state(&b, "b2")["healthy"] == false
     });
-    eprintln!("b2 ejected {took:?} after the kill, by health checks alone");
+    let ejected_at = changed_at(&b, "b2");
+    eprintln!("b2 ejected {took:?} after the kill, at check {ejected_at}, by health checks alone");
+    assert!(
+        (checks_at_kill + 2..=checks_at_kill + 3).contains(&ejected_at),
+        "b2 ejected at check {ejected_at}; the kill was at {checks_at_kill} and fall is 2"
+    );
     for _ in 0..20 {
         let r = get(b.addr, "/search?q=x");
         assert_eq!(r.status, 200);
         assert_ne!(r.headers["x-ballot-replica"], "b2");
     }
     bs[2].restart();
-    wait_until("b2 re-admitted", Duration::from_secs(2), || {
+    wait_until("b2 re-admitted", LIMIT, || {
         replica_state(&b, "b2")["healthy"] == true
     });
 }
@@ -538,9 +585,7 @@ fn a_reloaded_table_ramps_in_under_load_without_errors() {
         .status()
         .unwrap()
         .success());
-    wait_until("SIGHUP reload", Duration::from_secs(10), || {
-        progress(&b).0 == 3
-    });
+    wait_until("SIGHUP reload", LIMIT, || progress(&b).0 == 3);
     assert_eq!(progress(&b), (3, 0.0));
     for _ in 0..100 {
         assert_eq!(get(b.addr, "/search?q=beta").status, 200);
@@ -804,11 +849,13 @@ fn a_bad_config_names_the_file() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("bad.toml");
     std::fs::write(&path, "listen = \"127.0.0.1:0\"\nbogus = 1\n").unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_balancer"))
-        .arg("--config")
-        .arg(&path)
-        .output()
-        .unwrap();
+    let out = output_within(
+        Command::new(env!("CARGO_BIN_EXE_balancer"))
+            .arg("--config")
+            .arg(&path),
+        LIMIT,
+        "balancer with a bad config",
+    );
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("bad.toml") && err.contains("bogus"), "{err}");
@@ -841,7 +888,7 @@ fn sigterm_drains_in_flight_requests_and_exits() {
     );
     let start = Instant::now();
     loop {
-        if let Some(st) = b.child.try_wait().unwrap() {
+        if let Some(st) = b.child.try_wait() {
             assert!(st.success(), "{st:?}");
             break;
         }

@@ -95,6 +95,11 @@ impl LoadView for InFlight {
     }
 
     #[inline]
+    fn in_flight(&self, replica: usize) -> Option<u64> {
+        Some(self.count(replica))
+    }
+
+    #[inline]
     fn live_bits(&self) -> u64 {
         super::first_n_bits(self.replicas)
     }

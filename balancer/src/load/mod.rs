@@ -54,6 +54,14 @@ pub trait LoadView {
             .filter(|&r| self.is_live(r))
             .fold(0, |m, r| m | 1 << r)
     }
+    /// Requests in flight at `replica`, when this view has time (the HTTP balancer and
+    /// the queueing simulator); `None` in the trace simulator. The `table` policy sends a
+    /// query to the home with the fewest requests in flight when it is known
+    /// ([`crate::policy::vote`]).
+    fn in_flight(&self, replica: usize) -> Option<u64> {
+        let _ = replica;
+        None
+    }
     /// The members of `mask` whose load is strictly below `cap`. Views with their loads in a
     /// slice override this with a tight loop.
     fn below_cap_bits(&self, mask: u64, cap: u64) -> u64 {

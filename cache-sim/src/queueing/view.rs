@@ -6,8 +6,9 @@
 //! which every replica is live and none is in slow start: with `window` and `work` a
 //! replica holding at least `load_cap(stall_eps, in-flight total, R) + stall_slack`
 //! requests in flight counts as full (load `u64::MAX`) whatever its window says; with
-//! `in-flight` the base is the in-flight count itself and there is no guard. Keep the two in
-//! step.
+//! `in-flight` the base is the in-flight count itself and there is no guard. Like the
+//! server's, it reports each replica's requests in flight ([`LoadView::in_flight`]), by
+//! which the `table` policy chooses among a query's homes. Keep the two in step.
 
 use balancer::load::{first_n_bits, load_cap, InFlight, LoadView};
 
@@ -61,6 +62,11 @@ impl LoadView for SimView<'_> {
     }
 
     #[inline]
+    fn in_flight(&self, replica: usize) -> Option<u64> {
+        Some(self.in_flight.count(replica))
+    }
+
+    #[inline]
     fn is_live(&self, replica: usize) -> bool {
         replica < self.replicas
     }
@@ -104,5 +110,7 @@ mod tests {
         // The in-flight load has no guard.
         let v = SimView::new(&f, &f, 4, None);
         assert_eq!((v.load(3), v.total()), (20, 20));
+        // Both report the requests in flight, which the table's choice among homes reads.
+        assert_eq!((v.in_flight(3), v.in_flight(0)), (Some(20), Some(0)));
     }
 }
