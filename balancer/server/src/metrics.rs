@@ -17,6 +17,9 @@ pub const RETRIES: &str = "ballot_retries_total";
 pub const UPSTREAM_FAILURES: &str = "ballot_upstream_failures_total";
 /// Replicas ejected (by health checks or passively), by replica.
 pub const EJECTIONS: &str = "ballot_ejections_total";
+/// Queries a replica shed with 503 (full, not ejected) and the balancer retried elsewhere,
+/// by replica.
+pub const SHED: &str = "ballot_upstream_shed_total";
 /// Requests in flight, by replica.
 pub const IN_FLIGHT: &str = "ballot_in_flight";
 /// Whether a replica is live (healthy, enabled), by replica.
@@ -82,6 +85,10 @@ fn describe() {
     describe_counter!(RETRIES, "Upstream attempts retried on another replica");
     describe_counter!(UPSTREAM_FAILURES, "Client requests that failed upstream");
     describe_counter!(EJECTIONS, "Replica ejections (health checks or passive)");
+    describe_counter!(
+        SHED,
+        "Queries a replica shed with 503 and the balancer retried on another replica"
+    );
     describe_gauge!(IN_FLIGHT, "Requests in flight per replica");
     describe_gauge!(REPLICA_UP, "1 if the replica is healthy and enabled");
     describe_histogram!(ROUTE_SECONDS, "Routing decision latency in seconds");
@@ -101,6 +108,8 @@ pub struct ReplicaMetrics {
     pub requests: [Counter; 4],
     /// `EJECTIONS`.
     pub ejections: Counter,
+    /// `SHED`.
+    pub shed: Counter,
     /// `UPSTREAM_SECONDS`.
     pub upstream: Histogram,
 }
@@ -117,6 +126,7 @@ impl ReplicaMetrics {
         ReplicaMetrics {
             requests,
             ejections: metrics::counter!(EJECTIONS, "replica" => name.to_owned()),
+            shed: metrics::counter!(SHED, "replica" => name.to_owned()),
             upstream: metrics::histogram!(UPSTREAM_SECONDS, "replica" => name.to_owned()),
         }
     }

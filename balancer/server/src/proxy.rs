@@ -5,7 +5,10 @@
 //! Failover follows HAProxy's `option redispatch` with `retries`: on a connect failure or a
 //! timeout the replica is ejected passively and the query is routed again with the failed
 //! replicas excluded, so it goes to the next-ranked live candidate; other upstream errors
-//! (a connection reset mid-request) are retried the same way without ejecting. Only GET is
+//! (a connection reset mid-request) are retried the same way without ejecting. A replica
+//! that sheds the query (503: past its `--max-inflight` or its in-flight byte budget) is
+//! alive but full: the query is retried on another replica without ejecting it (HAProxy's
+//! `retry-on 503`), and only the last attempt's 503 reaches the client. Only GET is
 //! proxied, so every retry is safe. One deadline bounds the whole request, the relay of the
 //! response body included.
 //!
@@ -218,6 +221,16 @@ impl Proxy {
                 .pool
                 .get(&path_and_query, &upstream_headers, timeout);
             match tokio::time::timeout(timeout, upstream).await {
+                Ok(Ok((resp, _)))
+                    if resp.status() == StatusCode::SERVICE_UNAVAILABLE
+                        && attempt + 1 < attempts =>
+                {
+                    // Shed by a live replica: try another one. The connection is dropped
+                    // with the unread body rather than returned to the pool.
+                    drop(guard);
+                    choice.replica.metrics.shed.increment(1);
+                    last_error = format!("replica {}: 503, shed", choice.replica.name).into();
+                }
                 Ok(Ok((resp, conn))) => {
                     choice
                         .replica

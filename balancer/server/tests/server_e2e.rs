@@ -27,12 +27,20 @@ struct Backend {
     hits: Arc<AtomicU64>,
     /// Milliseconds every request waits before its answer (0: none; a hung replica).
     stall: Arc<AtomicU64>,
+    /// Answers every search with 503, as a replica past its `--max-inflight` does.
+    shed: Arc<AtomicBool>,
     stop: Arc<AtomicBool>,
     conns: Arc<Mutex<Vec<TcpStream>>>,
     accept: Option<thread::JoinHandle<()>>,
 }
 
-fn serve_conn(stream: TcpStream, name: String, hits: Arc<AtomicU64>, stall: Arc<AtomicU64>) {
+fn serve_conn(
+    stream: TcpStream,
+    name: String,
+    hits: Arc<AtomicU64>,
+    stall: Arc<AtomicU64>,
+    shed: Arc<AtomicBool>,
+) {
     let mut out = match stream.try_clone() {
         Ok(s) => s,
         Err(_) => return,
@@ -59,6 +67,8 @@ fn serve_conn(stream: TcpStream, name: String, hits: Arc<AtomicU64>, stall: Arc<
         }
         let (status, body) = if target == "/healthz" {
             ("200 OK", "ok".to_owned())
+        } else if target.starts_with("/search") && shed.load(Ordering::Relaxed) {
+            ("503 Service Unavailable", "{\"error\":\"overloaded\"}".to_owned())
         } else if target.starts_with("/search") {
             hits.fetch_add(1, Ordering::Relaxed);
             ("200 OK", format!("{name} {target}"))
@@ -84,6 +94,7 @@ impl Backend {
             port,
             hits: Arc::new(AtomicU64::new(0)),
             stall: Arc::new(AtomicU64::new(0)),
+            shed: Arc::new(AtomicBool::new(false)),
             stop: Arc::new(AtomicBool::new(false)),
             conns: Arc::new(Mutex::new(Vec::new())),
             accept: None,
@@ -94,12 +105,13 @@ impl Backend {
 
     fn run(&mut self, listener: TcpListener) {
         self.stop = Arc::new(AtomicBool::new(false));
-        let (stop, conns, hits, name, stall) = (
+        let (stop, conns, hits, name, stall, shed) = (
             Arc::clone(&self.stop),
             Arc::clone(&self.conns),
             Arc::clone(&self.hits),
             self.name.clone(),
             Arc::clone(&self.stall),
+            Arc::clone(&self.shed),
         );
         self.accept = Some(thread::spawn(move || {
             for s in listener.incoming() {
@@ -110,8 +122,13 @@ impl Backend {
                 if let Ok(c) = s.try_clone() {
                     conns.lock().unwrap().push(c);
                 }
-                let (name, hits, stall) = (name.clone(), Arc::clone(&hits), Arc::clone(&stall));
-                thread::spawn(move || serve_conn(s, name, hits, stall));
+                let (name, hits, stall, shed) = (
+                    name.clone(),
+                    Arc::clone(&hits),
+                    Arc::clone(&stall),
+                    Arc::clone(&shed),
+                );
+                thread::spawn(move || serve_conn(s, name, hits, stall, shed));
             }
         }));
     }
@@ -493,6 +510,36 @@ fn a_hung_backend_times_out_and_its_queries_fail_over() {
     wait_until("b1 re-admitted", LIMIT, || {
         replica_state(&b, "b1")["healthy"] == true
     });
+}
+
+#[test]
+fn a_shedding_backend_is_retried_elsewhere_and_stays_in() {
+    let bs = three();
+    let refs: Vec<&Backend> = bs.iter().collect();
+    let b = spawn_balancer(
+        tempfile::tempdir().unwrap(),
+        &config(&refs, "name = \"round-robin\"", ""),
+    );
+    bs[1].shed.store(true, Ordering::Relaxed);
+    for i in 0..30 {
+        let r = get(b.addr, &format!("/search?q=shed+{i}"));
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert_ne!(r.headers["x-ballot-replica"], "b1");
+    }
+    // Round-robin sent about a third of the 30 queries to b1 first: each was shed, then
+    // retried on another replica, and b1 was never ejected (it is alive, only full).
+    let shed = metric(&b, "ballot_upstream_shed_total").unwrap_or(0.0);
+    assert!(shed >= 5.0, "only {shed} sheds counted");
+    assert!(metric(&b, "ballot_retries_total").unwrap_or(0.0) >= shed);
+    assert_eq!(replica_state(&b, "b1")["healthy"], true);
+    assert_eq!(bs[1].hits.load(Ordering::Relaxed), 0);
+    // When every replica sheds, the client gets the last 503.
+    for x in &bs {
+        x.shed.store(true, Ordering::Relaxed);
+    }
+    let r = get(b.addr, "/search?q=all+full");
+    assert_eq!(r.status, 503, "{}", r.body);
+    assert!(r.body.contains("overloaded"), "{}", r.body);
 }
 
 #[test]
