@@ -253,6 +253,7 @@ fn run(args: Args) -> Result<()> {
                 handle.run_upkeep();
             }
         });
+        serving::memory::spawn_trim(serving::memory::DEFAULT_TRIM_INTERVAL);
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let gate = serving::Gate::new("client", limits);
         let server = tokio::spawn(serve(listener, state, gate, stop_rx));
