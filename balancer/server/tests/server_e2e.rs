@@ -68,7 +68,10 @@ fn serve_conn(
         let (status, body) = if target == "/healthz" {
             ("200 OK", "ok".to_owned())
         } else if target.starts_with("/search") && shed.load(Ordering::Relaxed) {
-            ("503 Service Unavailable", "{\"error\":\"overloaded\"}".to_owned())
+            (
+                "503 Service Unavailable",
+                "{\"error\":\"overloaded\"}".to_owned(),
+            )
         } else if target.starts_with("/search") {
             hits.fetch_add(1, Ordering::Relaxed);
             ("200 OK", format!("{name} {target}"))
