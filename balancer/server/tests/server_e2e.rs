@@ -923,7 +923,17 @@ fn sigterm_drains_in_flight_requests_and_exits() {
     let mut b = spawn_balancer(tempfile::tempdir().unwrap(), &cfg);
     let addr = b.addr;
     let slow = thread::spawn(move || get(addr, "/search?q=in+flight"));
-    thread::sleep(Duration::from_millis(200));
+    // Readiness, not a sleep: the balancer reports the request in flight (its backend
+    // holds it 600 ms).
+    wait_until("the request in flight", LIMIT, || {
+        let r = admin(&b, "GET", "/admin/replicas", b"");
+        let v: serde_json::Value = serde_json::from_str(&r.body).unwrap();
+        v["replicas"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|x| x["in_flight"].as_u64().unwrap_or(0) > 0)
+    });
     let pid = b.child.id().to_string();
     assert!(Command::new("kill")
         .args(["-TERM", &pid])
