@@ -45,10 +45,14 @@ mod tests {
 
     #[test]
     fn trimming_after_a_burst_returns_memory() {
-        // Allocate and free 64 MiB in small blocks (they stay in the arena), then trim.
+        // Allocate 64 MiB in small blocks and one more block after them, which keeps the
+        // top of the heap in use so that `free` cannot give the space back by itself; free
+        // the 64 MiB (they stay in the arena), then trim.
         let blocks: Vec<Vec<u8>> = (0..16_384).map(|i| vec![i as u8; 4096]).collect();
+        let pin = vec![1u8; 4096];
         drop(blocks);
         let released = trim();
+        drop(pin);
         if cfg!(all(target_os = "linux", target_env = "gnu")) {
             assert!(
                 released,
