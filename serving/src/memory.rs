@@ -19,7 +19,7 @@ pub fn spawn_trim(interval: Duration) {
         tick.tick().await;
         loop {
             tick.tick().await;
-            // A blocking thread: a trim of a large heap takes a few milliseconds.
+            // A blocking thread: malloc_trim walks every arena, taking each one's lock.
             let _ = tokio::task::spawn_blocking(trim).await;
         }
     });

@@ -269,11 +269,40 @@ pub fn http_get(addr: &str, path: &str, limit: Duration) -> Option<(u16, String)
     Some((status, body.to_owned()))
 }
 
+/// The sum over its labels of metric `name` in a Prometheus text exposition (`GET
+/// /metrics`), or `None` when no sample of it is there.
+pub fn prometheus_sum(text: &str, name: &str) -> Option<f64> {
+    let mut samples = text
+        .lines()
+        .filter(|l| l.starts_with(name) && l[name.len()..].starts_with([' ', '{']))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .peekable();
+    samples.peek()?;
+    Some(samples.sum())
+}
+
 /// Polls `cond` every 20 ms until it holds, failing the test with `what` after `limit`.
 pub fn wait_until(limit: Duration, what: &str, mut cond: impl FnMut() -> bool) {
     let start = Instant::now();
     while !cond() {
         assert!(start.elapsed() < limit, "timed out after {limit:?}: {what}");
         std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::prometheus_sum;
+
+    #[test]
+    fn prometheus_sum_adds_the_labels_of_one_metric_only() {
+        let text = "# TYPE ballot_retries_total counter\n\
+                    ballot_retries_total 3\n\
+                    ballot_ejections_total{replica=\"r0\"} 2\n\
+                    ballot_ejections_total{replica=\"r1\"} 5\n\
+                    ballot_ejections_total_extra 100\n";
+        assert_eq!(prometheus_sum(text, "ballot_ejections_total"), Some(7.0));
+        assert_eq!(prometheus_sum(text, "ballot_retries_total"), Some(3.0));
+        assert_eq!(prometheus_sum(text, "ballot_shed_total"), None);
     }
 }

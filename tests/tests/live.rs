@@ -18,7 +18,8 @@ use std::sync::mpsc::Receiver;
 use std::time::Duration;
 
 use e2e::{
-    ballot_within, bin, heavy, http_get, start_listening, stderr, stdout, wait_until, Running,
+    ballot_within, bin, heavy, http_get, prometheus_sum, start_listening, stderr, stdout,
+    wait_until, Running,
 };
 use serde_json::Value;
 
@@ -151,10 +152,7 @@ fn counter(admin: &str, name: &str) -> f64 {
     let (status, body) =
         http_get(admin, "/metrics", Duration::from_secs(5)).expect("the admin port answers");
     assert_eq!(status, 200, "{body}");
-    body.lines()
-        .filter(|l| l.starts_with(name) && l[name.len()..].starts_with([' ', '{']))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
+    prometheus_sum(&body, name).unwrap_or(0.0)
 }
 
 /// `GET /stats` of a replica at `addr`: its `queries` counter (0 if it cannot be reached).

@@ -14,7 +14,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use data::table::{TableRow, VotingTable};
-use e2e::{output_within, start_listening, Running};
+use e2e::{output_within, prometheus_sum, start_listening, Running};
 
 const TOKEN: &str = "s3cret";
 
@@ -295,14 +295,7 @@ fn admin(b: &Balancer, method: &str, target: &str, body: &[u8]) -> Resp {
 
 /// The sum of every series of metric `name` (None when it has no series).
 fn metric(b: &Balancer, name: &str) -> Option<f64> {
-    let m = get(b.admin, "/metrics");
-    let values: Vec<f64> = m
-        .body
-        .lines()
-        .filter(|l| l.starts_with(name) && l[name.len()..].starts_with([' ', '{']))
-        .filter_map(|l| l.rsplit(' ').next()?.parse().ok())
-        .collect();
-    (!values.is_empty()).then(|| values.iter().sum())
+    prometheus_sum(&get(b.admin, "/metrics").body, name)
 }
 
 fn replica_state(b: &Balancer, name: &str) -> serde_json::Value {
@@ -330,11 +323,18 @@ fn checks(b: &Balancer, name: &str) -> u64 {
         .unwrap_or_else(|| panic!("no checks count for {name}"))
 }
 
-/// The check count at which `name`'s health last changed.
-fn changed_at(b: &Balancer, name: &str) -> u64 {
-    replica_state(b, name)["health_changed_at_check"]
+/// Waits (within [`LIMIT`]) until replica `name` is `healthy` (or not) and returns the
+/// check count at which its health changed.
+fn wait_health(b: &Balancer, name: &str, healthy: bool) -> u64 {
+    let what = format!("{name} {}", if healthy { "re-admitted" } else { "ejected" });
+    let took = wait_until(&what, LIMIT, || {
+        replica_state(b, name)["healthy"] == healthy
+    });
+    let at = replica_state(b, name)["health_changed_at_check"]
         .as_u64()
-        .unwrap_or_else(|| panic!("no health_changed_at_check for {name}"))
+        .unwrap_or_else(|| panic!("no health_changed_at_check for {name}"));
+    eprintln!("{what} after {took:?}, at check {at}");
+    at
 }
 
 fn wait_until(what: &str, limit: Duration, mut f: impl FnMut() -> bool) -> Duration {
@@ -452,11 +452,7 @@ fn killing_a_backend_under_load_fails_no_request_and_it_comes_back() {
     let checks_at_kill = checks(&b, "b1");
     bs[1].kill();
     // At once by passive ejection (a failed request), or after fall = 2 checks.
-    let took = wait_until("b1 ejected", LIMIT, || {
-        replica_state(&b, "b1")["healthy"] == false
-    });
-    let ejected_at = changed_at(&b, "b1");
-    eprintln!("b1 ejected {took:?} after the kill, at check {ejected_at}");
+    let ejected_at = wait_health(&b, "b1", false);
     assert!(
         ejected_at <= checks_at_kill + 3,
         "b1 ejected at check {ejected_at}, more than fall + 1 checks after the kill at {checks_at_kill}"
@@ -473,11 +469,7 @@ fn killing_a_backend_under_load_fails_no_request_and_it_comes_back() {
 
     bs[1].restart();
     let checks_at_restart = checks(&b, "b1");
-    let took = wait_until("b1 re-admitted", LIMIT, || {
-        replica_state(&b, "b1")["healthy"] == true
-    });
-    let back_at = changed_at(&b, "b1");
-    eprintln!("b1 re-admitted {took:?} after the restart, at check {back_at}");
+    let back_at = wait_health(&b, "b1", true);
     // rise = 2 passes, plus the check that may have been failing at the restart.
     assert!(
         back_at <= checks_at_restart + 3,
@@ -510,9 +502,7 @@ fn a_hung_backend_times_out_and_its_queries_fail_over() {
     let r = get(b.addr, "/search?q=after+the+stall");
     assert_ne!(r.headers["x-ballot-replica"], "b1");
     bs[1].stall.store(0, Ordering::Relaxed);
-    wait_until("b1 re-admitted", LIMIT, || {
-        replica_state(&b, "b1")["healthy"] == true
-    });
+    wait_health(&b, "b1", true);
 }
 
 #[test]
@@ -559,11 +549,7 @@ fn health_checks_eject_an_idle_dead_backend_within_fall_checks() {
     bs[2].kill();
     // No traffic: only the checks (fall 2) can see it. Counted in checks, not seconds:
     // the check in progress at the kill may still pass, then two fail.
-    let took = wait_until("b2 ejected by checks", LIMIT, || {
-        replica_state(&b, "b2")["healthy"] == false
-    });
-    let ejected_at = changed_at(&b, "b2");
-    eprintln!("b2 ejected {took:?} after the kill, at check {ejected_at}, by health checks alone");
+    let ejected_at = wait_health(&b, "b2", false);
     assert!(
         (checks_at_kill + 2..=checks_at_kill + 3).contains(&ejected_at),
         "b2 ejected at check {ejected_at}; the kill was at {checks_at_kill} and fall is 2"
@@ -574,9 +560,7 @@ fn health_checks_eject_an_idle_dead_backend_within_fall_checks() {
         assert_ne!(r.headers["x-ballot-replica"], "b2");
     }
     bs[2].restart();
-    wait_until("b2 re-admitted", LIMIT, || {
-        replica_state(&b, "b2")["healthy"] == true
-    });
+    wait_health(&b, "b2", true);
 }
 
 #[test]

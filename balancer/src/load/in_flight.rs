@@ -131,5 +131,7 @@ mod tests {
         f.finish(70); // out of range: ignored
         assert_eq!((f.load(0), f.load(1), f.total()), (1, 0, 2));
         assert_eq!(f.live_bits(), 0b111);
+        // As a view it reports its counts as requests in flight too.
+        assert_eq!((f.in_flight(0), f.in_flight(1)), (Some(1), Some(0)));
     }
 }

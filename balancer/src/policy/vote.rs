@@ -34,7 +34,7 @@
 //!    of the moment costs no misses, while the load (a trailing window) only sees the
 //!    backlog once it has been answered: on the three setups of `docs/results.md`
 //!    ("Homes by requests in flight") it raised the simulated saturation throughput by
-//!    9–17% at the same miss bytes;
+//!    9–14% at the same miss bytes;
 //! 2. if every positively scored live replica is at the cap, or none has a positive score,
 //!    the query jumps to a uniformly random live replica under the cap (one `rng` draw):
 //!    [`Reason::Overflow`], or [`Reason::NoVote`] when no live replica had a positive score.
