@@ -64,6 +64,9 @@ pub struct TrainReport {
     pub seed: u64,
     /// Train queries used for the graph and the fit replay.
     pub fit_queries: u64,
+    /// Fit queries each refinement iteration replays (the most recent `replay_fit_max`,
+    /// or all of them).
+    pub replayed_fit_queries: u64,
     /// Train queries held out for validation.
     pub validation_queries: u64,
     /// Pruning summary (of the chosen candidate).

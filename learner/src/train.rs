@@ -13,14 +13,20 @@ use cache_sim::sim::{SimConfig, SimLoad, Trace};
 use data::hash::{mix64, term_hash};
 use data::sizes::Sizes;
 use data::table::VotingTable;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
-use crate::aggregate::{aggregate, Aggregate};
-use crate::graph::{build_graph, GraphError, TermQueryGraph};
+use rayon::prelude::*;
+
+use crate::aggregate::aggregate;
+use crate::graph::{build_graph, GraphError};
 use crate::partition::{partition, Partition, PartitionError};
 use crate::refine::{objective, refine, IterationRecord, RefineConfig, Refined};
 use crate::report::{CandidateRecord, GraphStats, StageTime, TrainReport};
 use crate::votes::TermVotes;
+
+/// Default of [`TrainConfig::replay_fit_max`]: logs with a fit part up to this size (the
+/// standard AOL evaluation's is 0.4 million) replay all of it.
+pub const DEFAULT_REPLAY_FIT_MAX: usize = 2_000_000;
 
 /// What to train.
 #[derive(Clone, Debug, PartialEq)]
@@ -56,6 +62,11 @@ pub struct TrainConfig {
     pub validation_frac: f64,
     /// Refinement parameters.
     pub refine: RefineConfig,
+    /// Replay at most this many fit queries per refinement iteration, the most recent
+    /// ones (None: all). The aggregate and the graph still cover the whole fit part; on a
+    /// long log this sample bounds the refinement's time (docs/learner.md measures the
+    /// error it costs).
+    pub replay_fit_max: Option<usize>,
 }
 
 impl TrainConfig {
@@ -75,6 +86,7 @@ impl TrainConfig {
             ufactors: vec![10, 30, 60],
             validation_frac: 0.1,
             refine: RefineConfig::default(),
+            replay_fit_max: Some(DEFAULT_REPLAY_FIT_MAX),
         }
     }
 }
@@ -96,14 +108,14 @@ pub enum TrainError {
     Refine(String),
 }
 
-/// The candidate that did best on validation so far.
-struct Chosen {
-    min_term_freq: u32,
+/// One refined candidate: a graph (by index), a METIS imbalance, and how long it took.
+struct Candidate {
+    graph: usize,
     ufactor: i32,
-    agg: Arc<Aggregate>,
-    graph: Arc<TermQueryGraph>,
     parts: Partition,
     refined: Refined,
+    partition_secs: f64,
+    refine_secs: f64,
 }
 
 /// A trained table and its report.
@@ -129,7 +141,7 @@ pub fn train(
     sizes: &Sizes,
     cfg: &TrainConfig,
     mut on_stage: impl FnMut(&StageTime),
-    on_iteration: impl FnMut(&IterationRecord),
+    on_iteration: impl FnMut(&IterationRecord) + Send,
 ) -> Result<TrainOutput, TrainError> {
     if cfg.replicas == 0 || cfg.replicas > balancer::load::MAX_REPLICAS {
         return Err(TrainError::Config(format!(
@@ -144,7 +156,6 @@ pub fn train(
     }
     let replicas = u16::try_from(cfg.replicas).map_err(|e| TrainError::Config(e.to_string()))?;
     let mut timings = Vec::new();
-    let mut on_iteration = on_iteration;
     let mut stage = |name: &str, started: Instant| {
         let t = StageTime {
             stage: name.to_owned(),
@@ -177,75 +188,113 @@ pub fn train(
         term_bytes: Arc::new(trace.term_bytes_map()),
         ..PolicyParams::new(cfg.replicas)
     };
-    let mut secs = [0.0f64; 4]; // aggregate, graph, partition, refine
-    let mut candidates = Vec::new();
-    let mut chosen: Option<Chosen> = None;
+    // The refinement replays the most recent `replay_fit_max` fit queries (all of them when
+    // the fit part is shorter), then the whole validation part.
+    let replay_trace;
+    let replayed: &Trace = match cfg.replay_fit_max {
+        Some(max) if fit_len > max => {
+            replay_trace = trace.suffix(fit_len - max);
+            &replay_trace
+        }
+        _ => &trace,
+    };
+    let mut graphs = Vec::new();
+    let (mut agg_secs, mut graph_secs) = (0.0, 0.0);
     for &min_term_freq in &cfg.min_term_freqs {
         let t0 = Instant::now();
-        let agg = Arc::new(aggregate(&trace, fit_len, min_term_freq));
-        secs[0] += t0.elapsed().as_secs_f64();
+        let agg = aggregate(&trace, fit_len, min_term_freq);
+        agg_secs += t0.elapsed().as_secs_f64();
         let t0 = Instant::now();
-        let graph = Arc::new(build_graph(&trace, &agg)?);
-        secs[1] += t0.elapsed().as_secs_f64();
-        for &ufactor in &cfg.ufactors {
+        let graph = build_graph(&trace, &agg)?;
+        graph_secs += t0.elapsed().as_secs_f64();
+        graphs.push((min_term_freq, agg, graph));
+    }
+    // Every (graph, METIS imbalance) pair is a candidate; they are independent, so they run
+    // in parallel (each is deterministic; the choice below walks them in a fixed order).
+    let jobs: Vec<(usize, i32)> = (0..graphs.len())
+        .flat_map(|g| cfg.ufactors.iter().map(move |&u| (g, u)))
+        .collect();
+    let on_iteration = Mutex::new(on_iteration);
+    let t_candidates = Instant::now();
+    let outcomes: Vec<Result<Candidate, TrainError>> = jobs
+        .par_iter()
+        .map(|&(g, ufactor)| {
+            let (min_term_freq, _, graph) = &graphs[g];
+            let min_term_freq = *min_term_freq;
             let t0 = Instant::now();
-            let parts = partition(&graph, cfg.replicas, ufactor, cfg.seed)?;
-            secs[2] += t0.elapsed().as_secs_f64();
-            let initial = TermVotes::from_partition(&trace, &graph, &parts, replicas);
+            let parts = partition(graph, cfg.replicas, ufactor, cfg.seed)?;
+            let partition_secs = t0.elapsed().as_secs_f64();
+            let initial = TermVotes::from_partition(&trace, graph, &parts, replicas);
             let t0 = Instant::now();
-            let mut refined = refine(&trace, initial, &sim, &params, &cfg.refine, |rec| {
-                on_iteration(&IterationRecord {
+            let mut refined = refine(replayed, initial, &sim, &params, &cfg.refine, |rec| {
+                let mut hear = on_iteration.lock().unwrap_or_else(|e| e.into_inner());
+                hear(&IterationRecord {
                     min_term_freq,
                     ufactor,
                     ..rec.clone()
                 })
             })
             .map_err(TrainError::Refine)?;
-            secs[3] += t0.elapsed().as_secs_f64();
             for rec in &mut refined.history {
                 rec.min_term_freq = min_term_freq;
                 rec.ufactor = ufactor;
             }
-            candidates.push(CandidateRecord {
-                min_term_freq,
+            Ok(Candidate {
+                graph: g,
                 ufactor,
-                edge_cut: parts.edge_cut,
-                best_iteration: refined.best_iteration,
-                validation_miss_bytes_ratio: refined.best_result.miss_bytes_ratio,
-            });
-            let better = chosen.as_ref().is_none_or(|c| {
-                let price = cfg.refine.flash_price;
-                objective(&refined.best_result, price) < objective(&c.refined.best_result, price)
-            });
-            if better {
-                chosen = Some(Chosen {
-                    min_term_freq,
-                    ufactor,
-                    agg: agg.clone(),
-                    graph: graph.clone(),
-                    parts,
-                    refined,
-                });
-            }
+                parts,
+                refined,
+                partition_secs,
+                refine_secs: t0.elapsed().as_secs_f64(),
+            })
+        })
+        .collect();
+    let candidates_secs = t_candidates.elapsed().as_secs_f64();
+    let mut candidates = Vec::new();
+    let mut chosen: Option<Candidate> = None;
+    let (mut partition_secs, mut refine_secs) = (0.0, 0.0);
+    for outcome in outcomes {
+        let c = outcome?;
+        partition_secs += c.partition_secs;
+        refine_secs += c.refine_secs;
+        candidates.push(CandidateRecord {
+            min_term_freq: graphs[c.graph].0,
+            ufactor: c.ufactor,
+            edge_cut: c.parts.edge_cut,
+            best_iteration: c.refined.best_iteration,
+            validation_miss_bytes_ratio: c.refined.best_result.miss_bytes_ratio,
+        });
+        let price = cfg.refine.flash_price;
+        let better = chosen.as_ref().is_none_or(|b| {
+            objective(&c.refined.best_result, price) < objective(&b.refined.best_result, price)
+        });
+        if better {
+            chosen = Some(c);
         }
     }
-    let Some(Chosen {
-        min_term_freq,
+    let Some(Candidate {
+        graph: g,
         ufactor,
-        agg,
-        graph,
         parts,
         refined,
+        ..
     }) = chosen
     else {
         return Err(TrainError::Config("no candidate was trained".into()));
     };
-    for (name, seconds) in ["aggregate", "graph", "partition", "refine"]
-        .iter()
-        .zip(secs)
-    {
+    let (min_term_freq, agg, graph) = &graphs[g];
+    let min_term_freq = *min_term_freq;
+    // `partition` and `refine` sum the candidates' own times (they overlap when run in
+    // parallel); `candidates` is their wall time.
+    for (name, seconds) in [
+        ("aggregate", agg_secs),
+        ("graph", graph_secs),
+        ("partition", partition_secs),
+        ("refine", refine_secs),
+        ("candidates", candidates_secs),
+    ] {
         let t = StageTime {
-            stage: (*name).to_owned(),
+            stage: name.to_owned(),
             seconds,
         };
         on_stage(&t);
@@ -265,6 +314,7 @@ pub fn train(
         eps: cfg.eps,
         seed: cfg.seed,
         fit_queries: fit_len as u64,
+        replayed_fit_queries: replayed.train_len as u64,
         validation_queries: (queries.len() - fit_len) as u64,
         prune: agg.prune.clone(),
         graph: GraphStats {

@@ -1,6 +1,7 @@
 //! End-to-end training on a small synthetic log: refinement never returns a table worse on
 //! validation than the initial one, the learned table beats term hashing on the held-out
-//! test part, a table round-trips through Parquet, and training is deterministic.
+//! test part, a table round-trips through Parquet, training is deterministic, and a
+//! refinement that replays only the recent fit queries stays close to the full one.
 
 use std::sync::Arc;
 
@@ -39,6 +40,10 @@ fn run(s: &Setup) -> (TrainOutput, Trace) {
 }
 
 fn run_with(s: &Setup, flash_price: f64) -> (TrainOutput, Trace) {
+    run_tuned(s, |cfg| cfg.refine.flash_price = flash_price)
+}
+
+fn run_tuned(s: &Setup, tune: impl FnOnce(&mut TrainConfig)) -> (TrainOutput, Trace) {
     let trace = Trace::build(
         s.order
             .order
@@ -55,8 +60,8 @@ fn run_with(s: &Setup, flash_price: f64) -> (TrainOutput, Trace) {
         .collect();
     let mut cfg = TrainConfig::new(4, 0.05, trace.capacity_for(0.05));
     cfg.refine.iterations = 12;
-    cfg.refine.flash_price = flash_price;
     cfg.window = 2_000;
+    tune(&mut cfg);
     let out = train(&train_q, &s.sizes, &cfg, |_| {}, |_| {}).unwrap();
     (out, trace)
 }
@@ -156,8 +161,39 @@ fn training_refines_generalizes_round_trips_and_repeats() {
     assert_eq!(again.report.iterations, out.report.iterations);
 }
 
-/// The table's busiest replica's share of the flash bytes read over the test part.
-fn busiest_flash_share(trace: &Trace, table: &VotingTable) -> f64 {
+#[test]
+fn a_sampled_refinement_replays_the_recent_fit_queries_and_stays_close() {
+    let s = setup();
+    let (full, trace) = run(&s);
+    let (sampled, _) = run_tuned(&s, |cfg| cfg.replay_fit_max = Some(8_000));
+    let (f, p) = (&full.report, &sampled.report);
+    assert_eq!(f.replayed_fit_queries, f.fit_queries);
+    assert_eq!(p.fit_queries, f.fit_queries);
+    assert_eq!(p.replayed_fit_queries, 8_000);
+    // The graph still covers the whole fit part (the chosen pruning may differ).
+    assert_eq!(
+        (p.prune.terms_seen, p.prune.queries_seen),
+        (f.prune.terms_seen, f.prune.queries_seen)
+    );
+    assert_ne!(sampled.table.rows, full.table.rows, "less was replayed");
+    assert!(
+        p.validation_miss_bytes_ratio <= 0.98 * p.iterations[0].validation_miss_bytes_ratio,
+        "the sampled refinement still refines: {} against the initial {}",
+        p.validation_miss_bytes_ratio,
+        p.iterations[0].validation_miss_bytes_ratio
+    );
+    let (a, b) = (
+        on_test(&trace, &full.table).miss_bytes_ratio,
+        on_test(&trace, &sampled.table).miss_bytes_ratio,
+    );
+    assert!(
+        (a - b).abs() <= 0.02,
+        "sampled refinement {b:.4} against full {a:.4} on the test part"
+    );
+}
+
+/// The `table` policy with `table` over the test part (R = 4, 5% caches).
+fn on_test(trace: &Trace, table: &VotingTable) -> cache_sim::sim::SimResult {
     let grid = run_grid(
         trace,
         &GridConfig {
@@ -174,8 +210,12 @@ fn busiest_flash_share(trace: &Trace, table: &VotingTable) -> f64 {
         },
     )
     .unwrap();
-    grid.results[0]
-        .sim
+    grid.results.into_iter().next().unwrap().sim
+}
+
+/// The table's busiest replica's share of the flash bytes read over the test part.
+fn busiest_flash_share(trace: &Trace, table: &VotingTable) -> f64 {
+    on_test(trace, table)
         .flash_shares
         .iter()
         .copied()

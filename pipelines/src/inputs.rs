@@ -8,12 +8,14 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use data::log::{parse_columns, read_log_with, LayoutSpec, ReadOptions};
+use data::log::{
+    parse_columns, read_log_compact, read_partitions_compact, LayoutSpec, QueryColumn, ReadOptions,
+    TimeRange, Times,
+};
 use data::sizes::{FreqTable, SizeModel, SizeTable, Sizes};
 use data::split::{Split, SplitOrder};
 use data::synth::{generate, SynthConfig};
 use data::time::parse_datetime_ms;
-use rustc_hash::FxHashSet;
 
 /// How a log is laid out: every command that reads a log takes these flags. Without them
 /// the layout is detected from the content, and lines that look like columns are refused
@@ -83,9 +85,19 @@ fn parse_ref(value: &Option<String>, flag: &str) -> Result<Option<data::log::Col
 #[derive(Args, Clone, Debug)]
 pub struct LogArgs {
     /// Query log, plain or gzip: one query per line, TSV/CSV, AOL, Excite, TREC topics or
-    /// Parquet (see --format). Omit it to use the embedded synthetic default.
+    /// Parquet (see --format); or a directory of Hive-style partitions
+    /// (`date=2006-03-01/part-0.parquet`, ...) read in path order. Omit it to use the
+    /// embedded synthetic default.
     #[arg(long)]
     pub log: Option<PathBuf>,
+    /// Only records from this date or time on (UTC, `2006-03-01` or
+    /// `2006-03-01T06:00:00`): partitions of a directory that end before it are not read,
+    /// and records are filtered by their time.
+    #[arg(long, value_name = "DATE")]
+    pub from: Option<String>,
+    /// Only records up to this date (its whole day) or before this time (UTC).
+    #[arg(long, value_name = "DATE")]
+    pub to: Option<String>,
     #[command(flatten)]
     pub layout: LayoutArgs,
     /// Keep consecutive repeats (by default AOL's one-row-per-click repeats are collapsed).
@@ -135,10 +147,11 @@ pub struct SplitArgs {
 pub struct Dataset {
     /// Human label: the file path, or "synthetic default (N queries, seed S)".
     pub label: String,
-    /// The queries, in log order, repeats collapsed unless asked otherwise.
-    pub queries: Vec<String>,
+    /// The queries, in log order, repeats collapsed unless asked otherwise; each distinct
+    /// text is stored once, so a 10-million-row log costs its distinct queries.
+    pub queries: QueryColumn,
     /// Each query's time (unix ms), when the log has one.
-    pub timestamps: Vec<Option<i64>>,
+    pub timestamps: Times,
     /// The synthetic log's matching frequency table (None for a file).
     pub synth_freq: Option<FreqTable>,
     /// One-line reading report (malformed lines, collapsed repeats), for files.
@@ -156,8 +169,10 @@ impl LogArgs {
         let stage = crate::progress::Stage::start("reading log");
         let dataset = self.load_printing(&|line| stage.println(line))?;
         stage.finish(&format!(
-            "{} queries from {}",
+            "{} queries ({} distinct texts, {:.0} MB in memory) from {}",
             dataset.queries.len(),
+            dataset.queries.distinct_len(),
+            (dataset.queries.heap_bytes() + dataset.timestamps.heap_bytes()) as f64 / 1e6,
             dataset.label
         ));
         if let Some(s) = &dataset.read_summary {
@@ -178,34 +193,68 @@ impl LogArgs {
         match &self.log {
             Some(path) => {
                 let mut preview = Vec::new();
-                let log = read_log_with(
-                    path,
-                    &ReadOptions {
-                        keep_repeats: self.keep_repeats,
-                        layout: spec,
-                    },
-                    &mut |layout, first| {
-                        preview = layout.preview(first);
-                        for line in &preview {
-                            print(line);
-                        }
-                    },
-                )?;
-                let read_summary = Some(log.report.summary());
-                let distinct_users = {
-                    let users: FxHashSet<&str> = log
-                        .records
-                        .iter()
-                        .filter_map(|r| r.user.as_deref())
-                        .collect();
-                    (!users.is_empty()).then_some(users.len())
+                let range = TimeRange::parse(self.from.as_deref(), self.to.as_deref())
+                    .map_err(anyhow::Error::msg)?;
+                let opts = ReadOptions {
+                    keep_repeats: self.keep_repeats,
+                    layout: spec,
                 };
-                let mut queries = Vec::with_capacity(log.records.len());
-                let mut timestamps = Vec::with_capacity(log.records.len());
-                for r in log.records {
-                    queries.push(r.query);
-                    timestamps.push(r.ts);
+                let mut on_start = |layout: &data::log::Layout, first: &[data::log::LogRecord]| {
+                    preview = layout.preview(first);
+                    for line in &preview {
+                        print(line);
+                    }
+                };
+                let mut partitions_note = None;
+                let mut log = if path.is_dir() {
+                    let mut done = 0usize;
+                    let read = read_partitions_compact(
+                        path,
+                        &opts,
+                        &range,
+                        &mut on_start,
+                        &mut |f, r| {
+                            done += 1;
+                            print(&format!(
+                                "  partition {done}: {} ({} records)",
+                                f.label(),
+                                r.records
+                            ));
+                        },
+                    )?;
+                    partitions_note = Some(format!(
+                        "{} partitions read, {} outside --from/--to skipped",
+                        read.files.len(),
+                        read.skipped
+                    ));
+                    read.log
+                } else {
+                    read_log_compact(path, &opts, &mut on_start)?
+                };
+                let dropped = match log.retain_in(&range) {
+                    Ok(n) => n,
+                    // A partitioned log without times was selected by its partitions.
+                    Err(_) if path.is_dir() && log.times.present().next().is_none() => 0,
+                    Err(i) => bail!(
+                        "{}: --from/--to filter records by time, but record {} has none",
+                        path.display(),
+                        i + 1
+                    ),
+                };
+                if log.queries.is_empty() {
+                    bail!("{}: no record is inside --from/--to", path.display());
                 }
+                let mut read_summary = log.report.summary();
+                if let Some(note) = partitions_note {
+                    read_summary.push_str(&format!("; {note}"));
+                }
+                if dropped > 0 {
+                    read_summary
+                        .push_str(&format!("; {dropped} records outside --from/--to dropped"));
+                }
+                let read_summary = Some(read_summary);
+                let distinct_users = (log.distinct_users > 0).then_some(log.distinct_users);
+                let (queries, timestamps) = (log.queries, log.times);
                 Ok(Dataset {
                     label: path.display().to_string(),
                     queries,
@@ -220,6 +269,11 @@ impl LogArgs {
                 if !spec.is_auto() {
                     bail!("--format, --columns, --*-column and --time-format describe a --log file; pass --log");
                 }
+                if self.from.is_some() || self.to.is_some() {
+                    bail!(
+                        "--from and --to select records of a --log file or directory; pass --log"
+                    );
+                }
                 let cfg = SynthConfig {
                     queries: self.synth_queries,
                     seed: self.synth_seed,
@@ -233,7 +287,7 @@ impl LogArgs {
                         cfg.queries, cfg.seed
                     ),
                     timestamps: log.timestamps_ms.iter().map(|&t| Some(t)).collect(),
-                    queries: log.queries,
+                    queries: log.queries.iter().map(String::as_str).collect(),
                     synth_freq: Some(FreqTable::from_pairs(log.freq)),
                     read_summary: None,
                     preview: Vec::new(),
@@ -248,6 +302,15 @@ impl SizeArgs {
     /// Loads the sizes; without `--sizes`/`--freq`, falls back to the synthetic log's own
     /// frequency table, and errors for a real log (its sizes cannot be guessed).
     pub fn load(&self, dataset: &Dataset) -> Result<Sizes> {
+        self.load_or(&dataset.label, dataset.synth_freq.as_ref())
+    }
+
+    /// The sizes for a log file or directory named `label`: `--sizes` or `--freq` is needed.
+    pub fn load_for(&self, label: &str) -> Result<Sizes> {
+        self.load_or(label, None)
+    }
+
+    fn load_or(&self, label: &str, synth_freq: Option<&FreqTable>) -> Result<Sizes> {
         let model = SizeModel {
             docs: self.docs,
             doc_len: self.doc_len,
@@ -255,7 +318,7 @@ impl SizeArgs {
         if self.docs == 0 || self.doc_len.is_nan() || self.doc_len <= 0.0 {
             bail!("--docs and --doc-len must be positive");
         }
-        match (&self.sizes, &self.freq, &dataset.synth_freq) {
+        match (&self.sizes, &self.freq, synth_freq) {
             (Some(path), _, _) => Ok(Sizes::Table(
                 SizeTable::read_parquet(path).context("loading --sizes")?,
             )),
@@ -268,8 +331,7 @@ impl SizeArgs {
                 model,
             }),
             (None, None, None) => bail!(
-                "{}: postings sizes are needed: pass --sizes SIZES.parquet or --freq WORDFREQ.tsv",
-                dataset.label
+                "{label}: postings sizes are needed: pass --sizes SIZES.parquet or --freq WORDFREQ.tsv"
             ),
         }
     }
@@ -298,7 +360,7 @@ impl SplitArgs {
             bail!("{}: the log has no queries", dataset.label);
         }
         self.split()?
-            .apply(dataset.queries.len(), |i| dataset.timestamps[i])
+            .apply(dataset.queries.len(), |i| dataset.timestamps.get(i))
             .with_context(|| format!("{}: cannot split", dataset.label))
     }
 }
@@ -306,9 +368,6 @@ impl SplitArgs {
 impl Dataset {
     /// The queries in split order (train first).
     pub fn ordered<'a>(&'a self, order: &'a SplitOrder) -> impl Iterator<Item = &'a str> + 'a {
-        order
-            .order
-            .iter()
-            .map(|&i| self.queries[i as usize].as_str())
+        order.order.iter().map(|&i| self.queries.get(i as usize))
     }
 }

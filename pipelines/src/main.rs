@@ -7,6 +7,7 @@
 
 mod chart;
 mod cmd;
+mod http;
 mod inputs;
 mod progress;
 mod routing_args;
@@ -41,6 +42,9 @@ enum Command {
     Eval(cmd::eval::EvalCli),
     /// Learn a voting table from a log (term-query graph, METIS, refinement by simulation).
     Train(cmd::train::TrainArgs),
+    /// Retrain on the last days of a partitioned log, evaluate against the served table on
+    /// the newest day, and push a better table to the balancers.
+    Retrain(cmd::retrain::RetrainArgs),
     /// Train and evaluate a table for several (replicas, cache size) configurations.
     Grid(cmd::grid::GridArgs),
     /// Predict throughput and tail latency per policy with the queueing simulator
@@ -90,6 +94,7 @@ fn main() -> ExitCode {
         Command::Demo(a) => cmd::demo::run(a),
         Command::Train(a) => cmd::train::run(a),
         Command::Grid(a) => cmd::grid::run(a),
+        Command::Retrain(a) => cmd::retrain::run(a),
         Command::Replay(a) => cmd::replay::run(a),
         Command::Simulate(a) => cmd::simulate::run(a),
     };

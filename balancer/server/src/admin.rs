@@ -7,6 +7,7 @@
 //! | `GET /healthz`, `GET /metrics` | liveness; Prometheus text |
 //! | `GET /admin/table` | table version, size and ramp progress |
 //! | `POST /admin/table` | `{"path": ...}` or a Parquet body: validate, then ramp in |
+//! | `GET /admin/table/parquet` | the newest table as a Parquet file (`x-ballot-table-version`) |
 //! | `GET /admin/replicas` | members with health, drain and in-flight |
 //! | `POST /admin/replicas` | `{"name": ..., "address": ...}`: add |
 //! | `DELETE /admin/replicas/{name}` | remove |
@@ -137,6 +138,7 @@ async fn read_body(headers: &HeaderMap, body: Body, limit: u64) -> Result<Bytes,
 pub fn router(app: Arc<App>) -> Router {
     let admin = Router::new()
         .route("/admin/table", get(table_status).post(post_table))
+        .route("/admin/table/parquet", get(table_parquet))
         .route("/admin/replicas", get(list_replicas).post(add_replica))
         .route(
             "/admin/replicas/{name}",
@@ -216,6 +218,31 @@ fn membership_status(e: &MembershipError) -> StatusCode {
 
 async fn table_status(AxState(app): AxState<Arc<App>>) -> Response {
     Json(table_json(&app)).into_response()
+}
+
+/// The newest table as the Parquet file it was validated from (re-encoded), so that a
+/// retraining job can evaluate against exactly what serves.
+async fn table_parquet(AxState(app): AxState<Arc<App>>) -> Response {
+    match &app.state.routing().table {
+        Some(t) => (
+            [
+                (
+                    header::CONTENT_TYPE,
+                    "application/vnd.apache.parquet".to_owned(),
+                ),
+                (
+                    header::HeaderName::from_static("x-ballot-table-version"),
+                    t.version.to_string(),
+                ),
+            ],
+            Body::from(Bytes::copy_from_slice(&t.parquet)),
+        )
+            .into_response(),
+        None => json_error(
+            StatusCode::NOT_FOUND,
+            format!("policy `{}` serves no voting table", app.state.kind.name()),
+        ),
+    }
 }
 
 #[derive(Deserialize)]

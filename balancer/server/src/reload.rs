@@ -49,12 +49,11 @@ pub enum ReloadError {
     Invalid(String),
 }
 
+/// A compiled table, the Parquet file it will be served as, and seconds to load it.
+pub type Compiled = (TableVotes, Arc<[u8]>, f64);
+
 /// Reads, validates and compiles a table for `replicas` replicas (blocking).
-pub fn compile(
-    source: Source,
-    replicas: usize,
-    state: &State,
-) -> Result<(TableVotes, f64), ReloadError> {
+pub fn compile(source: Source, replicas: usize, state: &State) -> Result<Compiled, ReloadError> {
     let start = Instant::now();
     let expected = u16::try_from(replicas).ok();
     let table = match source {
@@ -64,7 +63,12 @@ pub fn compile(
     .map_err(|e| ReloadError::Invalid(e.to_string()))?;
     let votes = TableVotes::build(&table, replicas, Arc::clone(&state.term_bytes))
         .map_err(|e| ReloadError::Invalid(e.to_string()))?;
-    Ok((votes, start.elapsed().as_secs_f64()))
+    // Re-encoded from the validated rows: what `GET /admin/table/parquet` serves is what
+    // routes.
+    let parquet = table
+        .to_parquet_bytes(Path::new("<table>"))
+        .map_err(|e| ReloadError::Invalid(e.to_string()))?;
+    Ok((votes, parquet.into(), start.elapsed().as_secs_f64()))
 }
 
 /// Publishes the table-load gauges.
@@ -102,12 +106,13 @@ async fn reload_inner(state: Arc<State>, source: Source) -> Result<Loaded, Reloa
         return Err(ReloadError::NoTable(state.kind.to_string()));
     };
     let st = Arc::clone(&state);
-    let (votes, load_seconds) = tokio::task::spawn_blocking(move || compile(source, replicas, &st))
-        .await
-        .map_err(|e| ReloadError::Invalid(format!("table loader failed: {e}")))??;
+    let (votes, parquet, load_seconds) =
+        tokio::task::spawn_blocking(move || compile(source, replicas, &st))
+            .await
+            .map_err(|e| ReloadError::Invalid(format!("table loader failed: {e}")))??;
     let (terms, nvotes) = (votes.terms(), votes.vote_count());
     let version = state
-        .install_table(votes)
+        .install_table(votes, parquet)
         .map_err(|e| ReloadError::NoTable(e.to_string()))?;
     record_load(version, load_seconds);
     Ok(Loaded {

@@ -41,6 +41,9 @@ pub enum StateError {
     /// A table was given to a policy that does not use one.
     #[error("policy `{0}` does not use a voting table")]
     NoTable(PolicyKind),
+    /// The initial table could not be kept as Parquet for `GET /admin/table/parquet`.
+    #[error("the voting table cannot be serialized: {0}")]
+    Table(String),
 }
 
 /// Why a membership change was refused.
@@ -82,6 +85,8 @@ pub struct TableInfo {
     pub votes: usize,
     /// The newest table.
     pub current: Arc<TableVotes>,
+    /// The newest table as a Parquet file (what `GET /admin/table/parquet` returns).
+    pub parquet: Arc<[u8]>,
     /// The ramp from the previous table to `current`, while it runs.
     pub ramp: Option<Arc<RampPolicy>>,
 }
@@ -151,6 +156,9 @@ impl State {
         let routing = match (kind, table) {
             (PolicyKind::Table, Some(table)) => {
                 let votes = Arc::new(TableVotes::build(table, n, Arc::clone(&term_bytes))?);
+                let parquet = table
+                    .to_parquet_bytes(std::path::Path::new("<initial table>"))
+                    .map_err(|e| StateError::Table(e.to_string()))?;
                 Routing {
                     policy: Arc::new(TablePolicy::from_votes(
                         Arc::clone(&votes),
@@ -163,6 +171,7 @@ impl State {
                         terms: votes.terms(),
                         votes: votes.vote_count(),
                         current: votes,
+                        parquet: parquet.into(),
                         ramp: None,
                     }),
                 }
@@ -281,7 +290,7 @@ impl State {
 
     /// Swaps in a compiled table, ramping it in over `ramp_queries` routed queries (a
     /// ramp still running is frozen where it is and ramps out). Returns the new version.
-    pub fn install_table(&self, votes: TableVotes) -> Result<u64, StateError> {
+    pub fn install_table(&self, votes: TableVotes, parquet: Arc<[u8]>) -> Result<u64, StateError> {
         let _guard = self.admin_lock.lock().unwrap_or_else(|e| e.into_inner());
         let old = self.routing.load();
         let Some(old_table) = &old.table else {
@@ -321,6 +330,7 @@ impl State {
                 terms: new.terms(),
                 votes: new.vote_count(),
                 current: new,
+                parquet,
                 ramp,
             }),
         }));

@@ -35,7 +35,9 @@ fn server_routing_over_a_ramp_never_allocates() {
     let tb = Arc::new(TermBytes::default());
     let state = State::new(cfg, Arc::clone(&tb), Some(&old)).expect("state");
     let votes = TableVotes::build(&new, REPLICAS, tb).expect("table");
-    state.install_table(votes).expect("ramp starts");
+    state
+        .install_table(votes, Vec::new().into())
+        .expect("ramp starts");
     // Requests in flight on some replicas, one drained: the view reads the atomics.
     let members = state.members.load();
     let slots: Vec<_> = members.slots.iter().flatten().cloned().collect();

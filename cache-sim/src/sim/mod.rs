@@ -19,4 +19,4 @@ pub mod trace;
 pub use bound::one_big_cache;
 pub use grid::{run_grid, GridConfig, GridOutput, GridResult, PolicyLoads};
 pub use replay::{replay, NoObserver, Observer, SimConfig, SimLoad, SimResult};
-pub use trace::Trace;
+pub use trace::{capacity_of, distinct_bytes_of, Trace};

@@ -97,7 +97,28 @@ impl Trace {
 
     /// Per-replica cache capacity for a cache fraction.
     pub fn capacity_for(&self, cache_frac: f64) -> u64 {
-        (self.distinct_bytes() as f64 * cache_frac).round() as u64
+        capacity_of(self.distinct_bytes(), cache_frac)
+    }
+
+    /// The queries from `start` on, with the same term ids (dictionary, bytes and hashes
+    /// are shared by value); the train part shrinks by `start`. For replaying the recent
+    /// end of a long trace with the term ids of the whole.
+    pub fn suffix(&self, start: usize) -> Trace {
+        let start = start.min(self.len());
+        let base = self.query_offsets[start];
+        Trace {
+            dict: self.dict.clone(),
+            term_bytes: self.term_bytes.clone(),
+            term_hashes: self.term_hashes.clone(),
+            query_offsets: self.query_offsets[start..]
+                .iter()
+                .map(|o| o - base)
+                .collect(),
+            query_terms: self.query_terms[base as usize..].to_vec(),
+            query_hashes: self.query_hashes[start..].to_vec(),
+            train_len: self.train_len.saturating_sub(start),
+            novel: self.novel[start..].to_vec(),
+        }
     }
 
     /// The term-hash → bytes map a `term-vote` or `table` policy needs for this trace.
@@ -108,6 +129,30 @@ impl Trace {
         }
         m
     }
+}
+
+/// Per-replica cache capacity for a cache fraction of `distinct_bytes` (DESIGN.md).
+pub fn capacity_of(distinct_bytes: u64, cache_frac: f64) -> u64 {
+    (distinct_bytes as f64 * cache_frac).round() as u64
+}
+
+/// [`Trace::distinct_bytes`] of a log without building its trace: pass each distinct query
+/// text once (or any texts; repeats change nothing).
+pub fn distinct_bytes_of<'a>(queries: impl IntoIterator<Item = &'a str>, sizes: &Sizes) -> u64 {
+    let mut tokens = Tokens::new();
+    let mut dict = TermDict::default();
+    let mut total = 0u64;
+    for q in queries {
+        tokens.tokenize(q);
+        for term in tokens.iter() {
+            // Ids are dense in order of first appearance: a new term gets the next one.
+            let known = dict.len();
+            if dict.intern(term) as usize == known {
+                total += sizes.bytes(term);
+            }
+        }
+    }
+    total
 }
 
 #[cfg(test)]
@@ -128,6 +173,18 @@ mod tests {
         assert_eq!(t.terms(0), &[0, 1]);
         assert_eq!(t.terms(1), &[1, 2]);
         assert!(t.terms(2).is_empty());
+        let tail = t.suffix(1);
+        assert_eq!((tail.len(), tail.train_len), (3, 0));
+        assert_eq!(tail.terms(0), &[1, 2]);
+        assert_eq!(tail.terms(2), &[0, 1]);
+        assert_eq!(tail.query_hashes, t.query_hashes[1..]);
+        assert_eq!(tail.dict.len(), t.dict.len());
+        assert_eq!(t.suffix(0).query_terms, t.query_terms);
+        assert!(t.suffix(9).is_empty());
+        assert_eq!(
+            distinct_bytes_of(["A b", "b c b", "", "a  B"], &sizes),
+            t.distinct_bytes()
+        );
         assert_eq!(t.term_bytes, vec![100, 7, 21]);
         assert_eq!(t.distinct_bytes(), 128);
         assert_eq!(t.query_hashes[0], term_hash("a b"));

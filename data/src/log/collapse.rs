@@ -8,9 +8,15 @@
 //! Timestamps are ignored, the first record of a run is kept.
 //!
 //! `Collector` applies the rule while reading, before the row's strings are allocated, and
-//! counts malformed and blank lines for the [`ReadReport`](super::ReadReport).
+//! counts malformed and blank lines for the [`ReadReport`](super::ReadReport). It keeps the
+//! records as [`LogRecord`]s, or (compact) in a `CompactBuilder` with only the first two
+//! as records, for the preview.
 
+use super::compact::CompactBuilder;
 use super::{LogRecord, Malformed};
+
+/// Records a compact collector keeps as [`LogRecord`]s (the preview of `on_start`).
+pub(crate) const PREVIEW_RECORDS: usize = 2;
 
 /// How many malformed lines a report keeps as examples.
 pub const MAX_EXAMPLES: usize = 5;
@@ -29,7 +35,14 @@ pub fn collapse_repeats(mut records: Vec<LogRecord>) -> (Vec<LogRecord>, u64) {
 #[derive(Debug)]
 pub(crate) struct Collector {
     keep_repeats: bool,
+    /// Every kept record, or only the first [`PREVIEW_RECORDS`] when `compact` is set.
     pub(crate) records: Vec<LogRecord>,
+    /// Every kept record, compactly (see [`Collector::compact`]).
+    pub(crate) compact: Option<CompactBuilder>,
+    /// Records kept.
+    pub(crate) kept: u64,
+    /// The last kept record's query and user (the repeat rule compares against them).
+    last: Option<(String, Option<String>)>,
     /// Data lines (or Parquet rows) seen, good or bad.
     pub(crate) lines: u64,
     pub(crate) malformed: u64,
@@ -43,6 +56,9 @@ impl Collector {
         Collector {
             keep_repeats,
             records: Vec::new(),
+            compact: None,
+            kept: 0,
+            last: None,
             lines: 0,
             malformed: 0,
             examples: Vec::new(),
@@ -51,22 +67,60 @@ impl Collector {
         }
     }
 
+    /// A collector that keeps the records in a [`CompactBuilder`].
+    pub(crate) fn compact(keep_repeats: bool) -> Self {
+        Self::compact_into(keep_repeats, CompactBuilder::default())
+    }
+
+    /// A collector that adds the records to `builder` (which may hold earlier files').
+    pub(crate) fn compact_into(keep_repeats: bool, builder: CompactBuilder) -> Self {
+        Collector {
+            compact: Some(builder),
+            ..Collector::new(keep_repeats)
+        }
+    }
+
     /// Keeps a good row unless it repeats the previous kept record.
     #[inline]
     pub(crate) fn push(&mut self, ts: Option<i64>, user: Option<&str>, query: &str) {
         if !self.keep_repeats {
-            if let Some(last) = self.records.last() {
-                if last.query == query && last.user.as_deref() == user {
+            match &mut self.last {
+                Some((q, u)) if q == query && u.as_deref() == user => {
                     self.collapsed += 1;
                     return;
                 }
+                Some((q, u)) => {
+                    q.clear();
+                    q.push_str(query);
+                    match (u.as_mut(), user) {
+                        (Some(u), Some(user)) => {
+                            u.clear();
+                            u.push_str(user);
+                        }
+                        (_, user) => *u = user.map(str::to_owned),
+                    }
+                }
+                None => self.last = Some((query.to_owned(), user.map(str::to_owned))),
             }
         }
-        self.records.push(LogRecord {
-            ts,
-            user: user.map(str::to_owned),
-            query: query.to_owned(),
-        });
+        self.kept += 1;
+        match &mut self.compact {
+            Some(c) => {
+                c.push(ts, user, query);
+                if self.records.len() < PREVIEW_RECORDS {
+                    self.records.push(LogRecord {
+                        ts,
+                        user: user.map(str::to_owned),
+                        query: query.to_owned(),
+                    });
+                }
+            }
+            None => self.records.push(LogRecord {
+                ts,
+                user: user.map(str::to_owned),
+                query: query.to_owned(),
+            }),
+        }
     }
 
     /// Counts a malformed line (`line` is its 1-based line number in the file, or row number
@@ -122,5 +176,14 @@ mod tests {
         }
         assert_eq!(c.collapsed, 0);
         assert_eq!(c.records.len(), rows.len());
+        let mut c = Collector::compact(false);
+        for &(u, q) in &rows {
+            c.push(None, u, q);
+        }
+        assert_eq!((c.collapsed, c.kept), (3, kept.len() as u64));
+        assert_eq!(c.records, kept[..PREVIEW_RECORDS]);
+        let column = c.compact.unwrap().queries.finish();
+        let queries: Vec<&str> = kept.iter().map(|r| r.query.as_str()).collect();
+        assert_eq!(column.iter().collect::<Vec<_>>(), queries);
     }
 }

@@ -26,6 +26,7 @@
 //! Timestamps are unix milliseconds, UTC ([`crate::time`]).
 
 pub mod collapse;
+pub mod compact;
 pub mod detect;
 pub mod error;
 pub mod fields;
@@ -33,6 +34,7 @@ pub mod format;
 pub mod layout;
 pub mod pages;
 pub mod parquet;
+pub mod partitions;
 pub mod sniff;
 pub mod text;
 
@@ -42,10 +44,15 @@ use std::path::{Path, PathBuf};
 
 pub use crate::time::format_timestamp;
 pub use collapse::collapse_repeats;
+use collapse::Collector;
+pub use compact::{CompactLog, QueryColumn, Times};
 pub use error::LogError;
 pub use format::{Delimiter, LogFormat, Role, UnknownFormat};
 pub use layout::{parse_columns, ColumnRef, Layout, LayoutError, LayoutSpec, Shape};
 pub use parquet::{log_schema, write_log_parquet};
+pub use partitions::{
+    list_partitions, read_partitions_compact, PartitionFile, PartitionsRead, TimeRange,
+};
 pub use text::{OnStart, MAX_LINE_BYTES};
 
 /// Buffer size of the (decompressed) text reader.
@@ -199,6 +206,65 @@ pub fn read_log_with(
     opts: &ReadOptions,
     on_start: OnStart<'_>,
 ) -> Result<QueryLog, LogError> {
+    let (report, collector) =
+        read_collected(path, opts, on_start, Collector::new(opts.keep_repeats))?;
+    Ok(QueryLog {
+        records: collector.records,
+        report,
+    })
+}
+
+/// [`read_log_with`] into a [`CompactLog`]: each distinct query text is stored once and
+/// nothing is allocated per record, so memory follows the distinct queries, not the rows.
+pub fn read_log_compact(
+    path: &Path,
+    opts: &ReadOptions,
+    on_start: OnStart<'_>,
+) -> Result<CompactLog, LogError> {
+    let (report, collector) =
+        read_collected(path, opts, on_start, Collector::compact(opts.keep_repeats))?;
+    let compact = collector.compact.unwrap_or_default();
+    Ok(CompactLog {
+        queries: compact.queries.finish(),
+        times: compact.times,
+        distinct_users: compact.users.len(),
+        report,
+    })
+}
+
+/// Reads `path` into `collector` and returns it with the report; an empty log is an error.
+fn read_collected(
+    path: &Path,
+    opts: &ReadOptions,
+    on_start: OnStart<'_>,
+    collector: Collector,
+) -> Result<(ReadReport, Collector), LogError> {
+    let (report, collector) = read_into(path, opts, on_start, collector)?;
+    if collector.kept == 0 {
+        return Err(if report.malformed > 0 {
+            LogError::AllMalformed {
+                path: path.to_owned(),
+                count: report.malformed,
+                examples: report.malformed_list(),
+            }
+        } else {
+            LogError::NoData {
+                path: path.to_owned(),
+                detail: no_data_detail(&report),
+            }
+        });
+    }
+    Ok((report, collector))
+}
+
+/// Reads `path` into `collector` (which may already hold records) and returns it with
+/// the report of this file; a file without records is not an error here.
+pub(crate) fn read_into(
+    path: &Path,
+    opts: &ReadOptions,
+    on_start: OnStart<'_>,
+    collector: Collector,
+) -> Result<(ReadReport, Collector), LogError> {
     opts.layout.validate().map_err(|e| LogError::Layout {
         path: path.to_owned(),
         detail: e.to_string(),
@@ -246,18 +312,18 @@ pub fn read_log_with(
             detail: format!("the file is Parquet: {e}"),
         })?;
     }
-    let (layout, collector) = if is_parquet {
-        parquet::read_parquet(path, file, opts, on_start)?
+    let (layout, mut collector) = if is_parquet {
+        parquet::read_parquet(path, file, opts, on_start, collector)?
     } else {
         file.seek(SeekFrom::Start(0)).map_err(io_err)?;
         if magic.starts_with(&format::GZIP_MAGIC) {
             let compressed = BufReader::with_capacity(GZIP_BUFFER, file);
             let decoder = flate2::bufread::MultiGzDecoder::new(compressed);
             let reader = BufReader::with_capacity(READ_BUFFER, decoder);
-            text::read_text(path, reader, true, opts, on_start)?
+            text::read_text(path, reader, true, opts, on_start, collector)?
         } else {
             let reader = BufReader::with_capacity(READ_BUFFER, file);
-            text::read_text(path, reader, false, opts, on_start)?
+            text::read_text(path, reader, false, opts, on_start, collector)?
         }
     };
 
@@ -267,29 +333,12 @@ pub fn read_log_with(
         layout,
         lines: collector.lines,
         malformed: collector.malformed,
-        malformed_examples: collector.examples,
+        malformed_examples: std::mem::take(&mut collector.examples),
         collapsed: collector.collapsed,
         blank: collector.blank,
-        records: collector.records.len() as u64,
+        records: collector.kept,
     };
-    if collector.records.is_empty() {
-        return Err(if report.malformed > 0 {
-            LogError::AllMalformed {
-                path: path.to_owned(),
-                count: report.malformed,
-                examples: report.malformed_list(),
-            }
-        } else {
-            LogError::NoData {
-                path: path.to_owned(),
-                detail: no_data_detail(&report),
-            }
-        });
-    }
-    Ok(QueryLog {
-        records: collector.records,
-        report,
-    })
+    Ok((report, collector))
 }
 
 /// Why a log without malformed lines has no records.

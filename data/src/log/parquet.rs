@@ -40,7 +40,7 @@ use parquet::basic::Compression;
 use parquet::file::metadata::ParquetMetaData;
 use parquet::file::properties::WriterProperties;
 
-use super::collapse::Collector;
+use super::collapse::{Collector, PREVIEW_RECORDS};
 use super::format::{header_role, LogFormat, Role};
 use super::layout::{ColumnRef, Layout, LayoutSpec, ParquetColumns, Shape};
 use super::pages;
@@ -467,11 +467,12 @@ pub(crate) fn read_parquet(
     file: File,
     opts: &ReadOptions,
     on_start: OnStart<'_>,
+    collector: Collector,
 ) -> Result<(Layout, Collector), LogError> {
     let caught = {
         let _decoding = Decoding::start();
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            read_parquet_inner(path, file, opts, on_start)
+            read_parquet_inner(path, file, opts, on_start, collector)
         }))
     };
     caught.unwrap_or_else(|payload| {
@@ -490,6 +491,7 @@ fn read_parquet_inner(
     file: File,
     opts: &ReadOptions,
     on_start: OnStart<'_>,
+    collector: Collector,
 ) -> Result<(Layout, Collector), LogError> {
     let parquet_err = |source| LogError::Parquet {
         path: path.to_owned(),
@@ -525,7 +527,7 @@ fn read_parquet_inner(
         .build()
         .map_err(parquet_err)?;
 
-    let mut c = Collector::new(opts.keep_repeats);
+    let mut c = collector;
     let mut row: u64 = 0;
     let mut announced = false;
     let mut user_buf = String::new();
@@ -564,8 +566,8 @@ fn read_parquet_inner(
             let u = user.as_ref().and_then(|u| u.get(i, &mut user_buf));
             c.push(t, u, q);
         }
-        if !announced && c.records.len() >= 2 {
-            on_start(&layout, &c.records[..2]);
+        if !announced && c.records.len() >= PREVIEW_RECORDS {
+            on_start(&layout, &c.records[..PREVIEW_RECORDS]);
             announced = true;
         }
     }

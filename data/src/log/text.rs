@@ -23,7 +23,7 @@
 use std::io::{self, BufRead, Read};
 use std::path::Path;
 
-use super::collapse::Collector;
+use super::collapse::{Collector, PREVIEW_RECORDS};
 use super::detect;
 use super::fields::Splitter;
 use super::format::{PARQUET_MAGIC, UTF8_BOM};
@@ -96,6 +96,7 @@ pub(crate) fn read_text<R: BufRead>(
     gzip: bool,
     opts: &ReadOptions,
     on_start: OnStart<'_>,
+    collector: Collector,
 ) -> Result<(Layout, Collector), LogError> {
     let read_error = |source: io::Error, line: u64| {
         if gzip {
@@ -176,11 +177,11 @@ pub(crate) fn read_text<R: BufRead>(
         layout: &layout,
         split: Splitter::default(),
     };
-    let mut c = Collector::new(opts.keep_repeats);
+    let mut c = collector;
     let mut announced = false;
     let mut announce = |c: &Collector| {
-        if !announced && c.records.len() >= 2 {
-            on_start(&layout, &c.records[..2]);
+        if !announced && c.records.len() >= PREVIEW_RECORDS {
+            on_start(&layout, &c.records[..PREVIEW_RECORDS]);
             announced = true;
         }
     };

@@ -277,10 +277,23 @@ impl VotingTable {
     /// Writes the table as Parquet (snappy) with its metadata.
     pub fn write_parquet(&self, path: &Path) -> Result<(), TableError> {
         self.validate(path)?;
-        let io = |source| TableError::Io {
+        let file = File::create(path).map_err(|source| TableError::Io {
             path: path.to_owned(),
             source,
-        };
+        })?;
+        self.write_to(file, path)
+    }
+
+    /// The Parquet file [`VotingTable::write_parquet`] writes, in memory (`label` names it
+    /// in errors).
+    pub fn to_parquet_bytes(&self, label: &Path) -> Result<Vec<u8>, TableError> {
+        self.validate(label)?;
+        let mut out = Vec::new();
+        self.write_to(&mut out, label)?;
+        Ok(out)
+    }
+
+    fn write_to<W: std::io::Write + Send>(&self, sink: W, path: &Path) -> Result<(), TableError> {
         let pq = |source| TableError::Parquet {
             path: path.to_owned(),
             source,
@@ -317,8 +330,7 @@ impl VotingTable {
             .set_compression(Compression::SNAPPY)
             .set_key_value_metadata(Some(kv))
             .build();
-        let file = File::create(path).map_err(io)?;
-        let mut writer = ArrowWriter::try_new(file, schema.clone(), Some(props)).map_err(pq)?;
+        let mut writer = ArrowWriter::try_new(sink, schema.clone(), Some(props)).map_err(pq)?;
         for chunk in self.rows.chunks(65_536) {
             let terms = StringArray::from_iter_values(chunk.iter().map(|r| r.term.as_str()));
             let replicas = UInt16Array::from_iter_values(chunk.iter().map(|r| r.replica));

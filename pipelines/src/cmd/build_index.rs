@@ -48,7 +48,7 @@ pub fn run(args: &BuildIndexArgs) -> Result<()> {
         };
         let mut tokens = Tokens::new();
         let mut terms: FxHashSet<String> = FxHashSet::default();
-        for q in &dataset.queries {
+        for q in dataset.queries.distinct_texts() {
             tokens.tokenize(q);
             for t in tokens.iter() {
                 if !terms.contains(t) {
@@ -98,6 +98,8 @@ mod tests {
         let args = BuildIndexArgs {
             log: LogArgs {
                 log: None,
+                from: None,
+                to: None,
                 layout: Default::default(),
                 keep_repeats: false,
                 synth_queries: 10,

@@ -160,7 +160,7 @@ pub fn sizes(args: &SizesArgs) -> Result<()> {
     let sizes = args.sizes.load(&dataset)?;
     let mut tokens = Tokens::new();
     let mut terms: FxHashSet<String> = FxHashSet::default();
-    for q in &dataset.queries {
+    for q in dataset.queries.distinct_texts() {
         tokens.tokenize(q);
         for t in tokens.iter() {
             if !terms.contains(t) {
@@ -199,7 +199,7 @@ pub fn stats(args: &StatsArgs) -> Result<()> {
     for line in &dataset.preview {
         println!("{line}");
     }
-    let st = log_stats(dataset.queries.iter().map(String::as_str));
+    let st = log_stats(dataset.queries.iter());
     for (label, value) in st.table_rows() {
         println!("  {label:<48} {value}");
     }
@@ -210,7 +210,7 @@ pub fn stats(args: &StatsArgs) -> Result<()> {
             data::stats::thousands(users as u64)
         );
     }
-    let times: Vec<i64> = dataset.timestamps.iter().flatten().copied().collect();
+    let times: Vec<i64> = dataset.timestamps.present().collect();
     if let (Some(lo), Some(hi)) = (times.iter().min(), times.iter().max()) {
         println!(
             "  {:<48} {} to {}",
@@ -220,9 +220,7 @@ pub fn stats(args: &StatsArgs) -> Result<()> {
         );
     }
     if let Ok(sizes) = args.sizes.load(&dataset) {
-        let ps = postings_stats(dataset.queries.iter().map(String::as_str), |t| {
-            sizes.bytes(t)
-        });
+        let ps = postings_stats(dataset.queries.iter(), |t| sizes.bytes(t));
         for (label, value) in ps.table_rows() {
             println!("  {label:<48} {value}");
         }

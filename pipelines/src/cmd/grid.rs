@@ -92,7 +92,7 @@ pub fn run(args: &GridArgs) -> Result<()> {
     let train_queries: Vec<&str> = order
         .train()
         .iter()
-        .map(|&i| dataset.queries[i as usize].as_str())
+        .map(|&i| dataset.queries.get(i as usize))
         .collect();
     println!(
         "log: {} ({} train, {} test queries)\n",

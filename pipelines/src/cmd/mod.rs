@@ -6,6 +6,7 @@ pub mod demo;
 pub mod eval;
 pub mod grid;
 pub mod replay;
+pub mod retrain;
 pub mod simulate;
 pub mod switch;
 pub mod train;

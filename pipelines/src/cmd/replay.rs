@@ -345,7 +345,7 @@ pub fn run(args: &ReplayArgs) -> Result<()> {
     let queries: Arc<Vec<String>> = Arc::new(
         ids[..limit]
             .iter()
-            .map(|&i| dataset.queries[i as usize].clone())
+            .map(|&i| dataset.queries.get(i as usize).to_owned())
             .collect(),
     );
     drop(dataset);

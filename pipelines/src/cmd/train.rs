@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use cache_sim::eviction::EvictionKind;
-use cache_sim::sim::Trace;
+use cache_sim::sim::{capacity_of, distinct_bytes_of};
 use clap::Args;
 use learner::refine::RefineConfig;
 use learner::{train, TrainConfig};
@@ -70,6 +70,11 @@ pub struct TrainArgs {
     /// flash bandwidth is the bottleneck).
     #[arg(long, default_value_t = RefineConfig::default().flash_price)]
     pub flash_price: f64,
+    /// Replay at most this many fit queries (the most recent) per refinement iteration, so
+    /// that long logs train in bounded time; 0 replays them all. The graph always covers
+    /// the whole fit part.
+    #[arg(long, default_value_t = learner::train::DEFAULT_REPLAY_FIT_MAX)]
+    pub refine_sample: usize,
     /// Share of the train part held out for early stopping.
     #[arg(long, default_value_t = 0.1)]
     pub validation_frac: f64,
@@ -96,14 +101,15 @@ pub fn run(args: &TrainArgs) -> Result<()> {
     let sizes = args.sizes.load(&dataset)?;
     let order = args.split.apply(&dataset)?;
     // Capacity exactly as `ballot eval` defines it: a fraction of the distinct postings
-    // bytes of the whole log.
-    let full = Trace::build(dataset.ordered(&order), order.train_len, &sizes);
-    let capacity = full.capacity_for(args.cache_frac);
-    drop(full);
+    // bytes of the whole log (its distinct texts hold every term).
+    let capacity = capacity_of(
+        distinct_bytes_of(dataset.queries.distinct_texts(), &sizes),
+        args.cache_frac,
+    );
     let train_queries: Vec<&str> = order
         .train()
         .iter()
-        .map(|&i| dataset.queries[i as usize].as_str())
+        .map(|&i| dataset.queries.get(i as usize))
         .collect();
     let cfg = TrainConfig {
         load: args.routing.sim_load_for(balancer::PolicyKind::Table)?,
@@ -123,6 +129,7 @@ pub fn run(args: &TrainArgs) -> Result<()> {
             flash_price: args.flash_price,
             ..RefineConfig::default()
         },
+        replay_fit_max: (args.refine_sample > 0).then_some(args.refine_sample),
         ..TrainConfig::new(args.replicas, args.cache_frac, capacity)
     };
     eprintln!(
@@ -131,31 +138,7 @@ pub fn run(args: &TrainArgs) -> Result<()> {
         args.replicas,
         capacity
     );
-    let stage = Stage::start("training");
-    let out = train(
-        &train_queries,
-        &sizes,
-        &cfg,
-        |t| stage.println(&format!("{}: {:.1}s", t.stage, t.seconds)),
-        |it| {
-            stage.set_message(format!(
-                "training: candidate min freq {} ufactor {}, iteration {}",
-                it.min_term_freq, it.ufactor, it.iteration
-            ));
-            stage.println(&format!(
-                "min freq {} ufactor {} iteration {}: train {:.4}, validation {:.4}, imbalance {:.3}, overflow {:.3}, moved {}",
-                it.min_term_freq,
-                it.ufactor,
-                it.iteration,
-                it.train_miss_bytes_ratio,
-                it.validation_miss_bytes_ratio,
-                it.validation_imbalance,
-                it.validation_overflow,
-                it.moved_terms
-            ));
-        },
-    )?;
-    stage.finish("done");
+    let out = train_reported(&train_queries, &sizes, &cfg)?;
     out.table
         .write_parquet(&args.output)
         .context("writing the voting table")?;
@@ -202,4 +185,39 @@ pub fn run(args: &TrainArgs) -> Result<()> {
         )?;
     }
     Ok(())
+}
+
+/// [`learner::train`] with progress on stderr: each refinement iteration as a line, the
+/// current candidate on the spinner, and every stage's time.
+pub fn train_reported(
+    queries: &[&str],
+    sizes: &data::sizes::Sizes,
+    cfg: &TrainConfig,
+) -> Result<learner::TrainOutput> {
+    let stage = Stage::start("training");
+    let out = train(
+        queries,
+        sizes,
+        cfg,
+        |t| stage.println(&format!("{}: {:.1}s", t.stage, t.seconds)),
+        |it| {
+            stage.set_message(format!(
+                "training: candidate min freq {} ufactor {}, iteration {}",
+                it.min_term_freq, it.ufactor, it.iteration
+            ));
+            stage.println(&format!(
+                "min freq {} ufactor {} iteration {}: train {:.4}, validation {:.4}, imbalance {:.3}, overflow {:.3}, moved {}",
+                it.min_term_freq,
+                it.ufactor,
+                it.iteration,
+                it.train_miss_bytes_ratio,
+                it.validation_miss_bytes_ratio,
+                it.validation_imbalance,
+                it.validation_overflow,
+                it.moved_terms
+            ));
+        },
+    )?;
+    stage.finish("done");
+    Ok(out)
 }

@@ -444,23 +444,9 @@ fn routing_reasons(balancer: &Proc) -> Result<Reasons> {
     Ok(r)
 }
 
-/// A plain HTTP/1.0 GET of `path` on `addr`; returns the body.
+/// GET `path` on `addr`, expecting 200; returns the body.
 fn http_get(addr: &str, path: &str) -> Result<String> {
-    use std::io::{Read, Write};
-    let mut s =
-        std::net::TcpStream::connect(addr).with_context(|| format!("connecting to {addr}"))?;
-    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))?;
-    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n")?;
-    let mut text = String::new();
-    s.read_to_string(&mut text)
-        .with_context(|| format!("reading http://{addr}{path}"))?;
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let status = head.lines().next().unwrap_or("");
-    if status.split_whitespace().nth(1) == Some("200") {
-        Ok(body.to_owned())
-    } else {
-        bail!("http://{addr}{path} answered {status:?}, not 200")
-    }
+    crate::http::get_text(addr, path, std::time::Duration::from_secs(10))
 }
 
 /// The simulator's prediction for one policy.

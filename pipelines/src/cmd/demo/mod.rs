@@ -217,6 +217,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
         flash_price: args.flash_price,
         routing: args.routing.clone(),
         validation_frac: 0.1,
+        refine_sample: learner::train::DEFAULT_REPLAY_FIT_MAX,
         output: table.clone(),
         report: Some(args.out.join("train.json")),
         svg: Some(args.out.join("train.svg")),
@@ -249,7 +250,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
         drop(all);
         let pick = |ids: &[u32]| -> Vec<String> {
             ids.iter()
-                .map(|&i| dataset.queries[i as usize].clone())
+                .map(|&i| dataset.queries.get(i as usize).to_owned())
                 .collect()
         };
         let train_ids = order.train();

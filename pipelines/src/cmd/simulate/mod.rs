@@ -454,7 +454,7 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
 fn log_times(dataset: &Dataset, ids: &[u32]) -> Result<Vec<i64>> {
     let ts = ids
         .iter()
-        .map(|&i| dataset.timestamps[i as usize])
+        .map(|&i| dataset.timestamps.get(i as usize))
         .collect::<Option<Vec<i64>>>()
         .with_context(|| {
             format!(

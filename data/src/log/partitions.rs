@@ -1,0 +1,279 @@
+//! Logs laid out as a data lake writes them: a directory of Hive-style partitions,
+//! `logs/date=2006-03-01/part-0.parquet`, `logs/date=2006-03-02/part-0.parquet`, ...
+//!
+//! [`list_partitions`] finds the data files under a directory (hidden and `_`-prefixed
+//! files such as `_SUCCESS` are skipped) with the `key=value` pairs of their folders, in
+//! path order, which for zero-padded dates is time order. A [`TimeRange`] selects the
+//! partitions whose date (or time) value overlaps it without opening the others, and
+//! [`read_partitions_compact`] reads the selected files, each with the ordinary readers
+//! (any format, plain or gzip), into one [`CompactLog`] in path order.
+
+use std::path::{Path, PathBuf};
+
+use super::collapse::{Collector, MAX_EXAMPLES};
+use super::compact::{CompactBuilder, CompactLog};
+use super::text::OnStart;
+use super::{read_into, Layout, LogError, LogRecord, Malformed, ReadOptions, ReadReport};
+use crate::time::parse_datetime_ms;
+
+/// One day in milliseconds.
+const DAY_MS: i64 = 86_400_000;
+
+/// A half-open span of time `[from_ms, to_ms)`, either end open.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TimeRange {
+    /// First instant inside (unix ms), if bounded.
+    pub from_ms: Option<i64>,
+    /// First instant after (unix ms), if bounded.
+    pub to_ms: Option<i64>,
+}
+
+impl TimeRange {
+    /// `--from` and `--to` as a user writes them: ISO dates or times (UTC). `from` is
+    /// inclusive; `to` is inclusive of its whole day when it is a bare date
+    /// (`2006-03-07`), exclusive when it is a time (`2006-03-07T12:00:00`).
+    pub fn parse(from: Option<&str>, to: Option<&str>) -> Result<TimeRange, String> {
+        let at = |flag: &str, s: &str| {
+            parse_datetime_ms(s).ok_or_else(|| {
+                format!("{flag} {s:?} is not a date or time like 2006-03-01 or 2006-03-01T06:00:00")
+            })
+        };
+        let from_ms = from.map(|s| at("--from", s)).transpose()?;
+        let to_ms = to
+            .map(|s| at("--to", s).map(|t| if is_bare_date(s) { t + DAY_MS } else { t }))
+            .transpose()?;
+        if let (Some(f), Some(t)) = (from_ms, to_ms) {
+            if f >= t {
+                return Err(format!(
+                    "--from {} is not before --to {}",
+                    from.unwrap_or_default(),
+                    to.unwrap_or_default()
+                ));
+            }
+        }
+        Ok(TimeRange { from_ms, to_ms })
+    }
+
+    /// True when neither end is bounded.
+    pub fn is_all(&self) -> bool {
+        self.from_ms.is_none() && self.to_ms.is_none()
+    }
+
+    /// Whether instant `t` is inside.
+    pub fn contains(&self, t: i64) -> bool {
+        self.from_ms.is_none_or(|f| t >= f) && self.to_ms.is_none_or(|e| t < e)
+    }
+
+    /// Whether `[start, end)` overlaps the range (`start == end`: the instant is inside).
+    pub fn overlaps(&self, start: i64, end: i64) -> bool {
+        if start == end {
+            return self.contains(start);
+        }
+        self.from_ms.is_none_or(|f| end > f) && self.to_ms.is_none_or(|e| start < e)
+    }
+}
+
+fn is_bare_date(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.len() == 10 && b[4] == b'-' && b[7] == b'-'
+}
+
+/// A data file of a partitioned log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PartitionFile {
+    /// The file.
+    pub path: PathBuf,
+    /// The `key=value` pairs of its folders, outermost first.
+    pub values: Vec<(String, String)>,
+}
+
+impl PartitionFile {
+    /// The span of time its partition values name: the first value that is an ISO date
+    /// (a whole day) or time (an instant). None when no value is a time.
+    pub fn span(&self) -> Option<(i64, i64)> {
+        self.values.iter().find_map(|(_, v)| {
+            let t = parse_datetime_ms(v)?;
+            Some(if is_bare_date(v) {
+                (t, t + DAY_MS)
+            } else {
+                (t, t)
+            })
+        })
+    }
+
+    /// `date=2006-03-01` (the folders' pairs), or the file name when it has none.
+    pub fn label(&self) -> String {
+        if self.values.is_empty() {
+            return self
+                .path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+        }
+        self.values
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join("/")
+    }
+}
+
+/// The data files under `dir`, in path order, with their partition values. Hidden files
+/// and folders (`.name`) and `_`-prefixed ones (`_SUCCESS`, `_temporary`) are skipped.
+pub fn list_partitions(dir: &Path) -> Result<Vec<PartitionFile>, LogError> {
+    let mut out = Vec::new();
+    walk(dir, &mut Vec::new(), &mut out)?;
+    out.sort_by(|a, b| a.path.cmp(&b.path));
+    if out.is_empty() {
+        return Err(LogError::NoData {
+            path: dir.to_owned(),
+            detail: "the directory has no data files".to_owned(),
+        });
+    }
+    Ok(out)
+}
+
+fn walk(
+    dir: &Path,
+    values: &mut Vec<(String, String)>,
+    out: &mut Vec<PartitionFile>,
+) -> Result<(), LogError> {
+    let io_err = |source| LogError::Io {
+        path: dir.to_owned(),
+        source,
+    };
+    for entry in std::fs::read_dir(dir).map_err(io_err)? {
+        let entry = entry.map_err(io_err)?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with('.') || name.starts_with('_') {
+            continue;
+        }
+        let path = entry.path();
+        // Follows symbolic links, as a reader of the files would.
+        let meta = std::fs::metadata(&path).map_err(|source| LogError::Io {
+            path: path.clone(),
+            source,
+        })?;
+        if meta.is_dir() {
+            let pair = name
+                .split_once('=')
+                .map(|(k, v)| (k.to_owned(), v.to_owned()));
+            let pushed = pair.is_some();
+            if let Some(p) = pair {
+                values.push(p);
+            }
+            walk(&path, values, out)?;
+            if pushed {
+                values.pop();
+            }
+        } else if meta.is_file() {
+            out.push(PartitionFile {
+                path,
+                values: values.clone(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// What reading a partitioned log found.
+#[derive(Clone, Debug)]
+pub struct PartitionsRead {
+    /// The log, all selected files in path order.
+    pub log: CompactLog,
+    /// Each file read, with its report.
+    pub files: Vec<(PartitionFile, ReadReport)>,
+    /// Files whose partition lies outside the range, not opened.
+    pub skipped: usize,
+}
+
+/// Reads the files of `dir` whose partition overlaps `range` into one log. Files without a
+/// time-valued partition are always read; filtering their records by time is the
+/// caller's (the records keep their times). `on_start` hears the first file's layout and
+/// first records, `on_file` each file after it is read.
+pub fn read_partitions_compact(
+    dir: &Path,
+    opts: &ReadOptions,
+    range: &TimeRange,
+    on_start: OnStart<'_>,
+    on_file: &mut dyn FnMut(&PartitionFile, &ReadReport),
+) -> Result<PartitionsRead, LogError> {
+    let all = list_partitions(dir)?;
+    let total = all.len();
+    let selected: Vec<PartitionFile> = all
+        .into_iter()
+        .filter(|f| f.span().is_none_or(|(s, e)| range.overlaps(s, e)))
+        .collect();
+    if selected.is_empty() {
+        return Err(LogError::NoData {
+            path: dir.to_owned(),
+            detail: format!("none of its {total} partitions is inside --from/--to"),
+        });
+    }
+    let skipped = total - selected.len();
+    let mut builder = CompactBuilder::default();
+    let mut files = Vec::new();
+    let mut started = false;
+    for f in selected {
+        let mut first = |layout: &Layout, records: &[LogRecord]| {
+            if !started {
+                on_start(layout, records);
+            }
+        };
+        let collector = Collector::compact_into(opts.keep_repeats, builder);
+        let (report, mut collector) = read_into(&f.path, opts, &mut first, collector)?;
+        started = true;
+        builder = collector.compact.take().unwrap_or_default();
+        on_file(&f, &report);
+        files.push((f, report));
+    }
+    if builder.queries.is_empty() {
+        return Err(LogError::NoData {
+            path: dir.to_owned(),
+            detail: format!("the {} selected partitions have no records", files.len()),
+        });
+    }
+    Ok(PartitionsRead {
+        log: CompactLog {
+            distinct_users: builder.users.len(),
+            queries: builder.queries.finish(),
+            times: builder.times,
+            report: combined_report(dir, &files),
+        },
+        files,
+        skipped,
+    })
+}
+
+/// One report for all files: counts summed, the first malformed examples of any file
+/// (their reasons name the partition).
+fn combined_report(dir: &Path, files: &[(PartitionFile, ReadReport)]) -> ReadReport {
+    let first = &files[0].1;
+    let mut r = ReadReport {
+        path: dir.to_owned(),
+        format: first.format,
+        layout: first.layout.clone(),
+        lines: 0,
+        malformed: 0,
+        malformed_examples: Vec::new(),
+        collapsed: 0,
+        blank: 0,
+        records: 0,
+    };
+    for (f, one) in files {
+        r.lines += one.lines;
+        r.malformed += one.malformed;
+        r.collapsed += one.collapsed;
+        r.blank += one.blank;
+        r.records += one.records;
+        for m in &one.malformed_examples {
+            if r.malformed_examples.len() < MAX_EXAMPLES {
+                r.malformed_examples.push(Malformed {
+                    line: m.line,
+                    reason: format!("{}: {}", f.label(), m.reason),
+                });
+            }
+        }
+    }
+    r
+}

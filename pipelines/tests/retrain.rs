@@ -1,0 +1,376 @@
+//! `ballot retrain` end to end against two live balancers on loopback: a partitioned
+//! synthetic log (one `date=` folder per day), balancers that serve a hash-placed table,
+//! and the real `ballot` binary for every process.
+//!
+//! - A better table is promoted to both balancers: their `/admin/table` reports the new
+//!   version and `/admin/table/parquet` returns the new table's rows. A third balancer
+//!   address that does not answer is retried, reported failed in the record, and makes the
+//!   command fail; the two live pushes are not held back by it.
+//! - A table trained on a single day is refused against the served one, with both tables'
+//!   numbers in the record, and nothing is pushed.
+//! - Partition selection: `--from/--to` on the same directory read only the days inside.
+
+mod common;
+
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use common::{ballot, stderr, stdout};
+use data::hash::term_hash;
+use data::log::{read_log, write_log_parquet, LogRecord, ReadOptions};
+use data::table::{TableRow, VotingTable};
+use data::tokenizer::Tokens;
+use e2e::{http_get, start_listening, Running};
+
+const REPLICAS: u16 = 4;
+const DAYS: usize = 4;
+const TOKEN: &str = "retrain-test-token";
+const LIMIT: Duration = Duration::from_secs(30);
+/// 2006-03-01T00:00:00Z in unix ms.
+const MARCH_1: i64 = 1_141_171_200_000;
+const DAY_MS: i64 = 86_400_000;
+
+/// Generates a synthetic log and writes it as `DAYS` daily partitions of equal size;
+/// returns the frequency table's path.
+fn partitioned_log(dir: &Path) -> std::path::PathBuf {
+    let flat = dir.join("flat.parquet");
+    let run = ballot(&[
+        "gen",
+        "--queries",
+        "60000",
+        "--output",
+        flat.to_str().unwrap(),
+    ]);
+    assert!(run.status.success(), "gen: {}", stderr(&run));
+    let log = read_log(&flat, &ReadOptions::default()).expect("read the generated log");
+    let per_day = log.records.len().div_ceil(DAYS);
+    for (d, chunk) in log.records.chunks(per_day).enumerate() {
+        let day = MARCH_1 + d as i64 * DAY_MS;
+        let records: Vec<LogRecord> = chunk
+            .iter()
+            .enumerate()
+            .map(|(i, r)| LogRecord {
+                ts: Some(day + i as i64 * 1000),
+                ..r.clone()
+            })
+            .collect();
+        let folder = dir.join("lake").join(format!("date=2006-03-0{}", d + 1));
+        std::fs::create_dir_all(&folder).unwrap();
+        write_log_parquet(&folder.join("part-0.parquet"), &records).unwrap();
+    }
+    // A marker file as data lakes write them: skipped.
+    std::fs::write(dir.join("lake").join("_SUCCESS"), "").unwrap();
+    dir.join("flat.freq.tsv")
+}
+
+/// A table that places every term of the log on a replica by its hash: valid, balanced,
+/// and blind to which terms are queried together.
+fn hashed_table(dir: &Path, path: &Path) {
+    let log = read_log(&dir.join("flat.parquet"), &ReadOptions::default()).unwrap();
+    let mut tokens = Tokens::new();
+    let mut terms = std::collections::BTreeSet::new();
+    for r in &log.records {
+        tokens.tokenize(&r.query);
+        terms.extend(tokens.iter().map(str::to_owned));
+    }
+    let rows = terms
+        .into_iter()
+        .map(|t| TableRow {
+            replica: (term_hash(&t) % u64::from(REPLICAS)) as u16,
+            term: t,
+            weight: 1.0,
+        })
+        .collect();
+    VotingTable {
+        replicas: REPLICAS,
+        rows,
+        metadata: Default::default(),
+    }
+    .write_parquet(path)
+    .unwrap();
+}
+
+struct Balancer {
+    _child: Running,
+    admin: String,
+}
+
+/// A closed loopback port (bound, then released).
+fn dead_address() -> String {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().to_string()
+}
+
+fn start_balancer(dir: &Path, name: &str, table: &Path) -> Balancer {
+    let mut config = format!(
+        "listen = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"\nadmin_token = \"{TOKEN}\"\n\
+         ramp_queries = 0\n\n[policy]\nname = \"table\"\ntable = \"{}\"\n",
+        table.display()
+    );
+    for r in 0..REPLICAS {
+        config += &format!(
+            "\n[[replicas]]\nname = \"r{r}\"\naddress = \"{}\"\n",
+            dead_address()
+        );
+    }
+    let path = dir.join(format!("{name}.toml"));
+    std::fs::write(&path, config).unwrap();
+    let (child, _addr, lines) = start_listening(
+        Command::new(env!("CARGO_BIN_EXE_ballot"))
+            .arg("balancer")
+            .arg("--config")
+            .arg(&path),
+        &dir.join(format!("{name}.stderr")),
+        LIMIT,
+        name,
+    );
+    let admin = lines
+        .recv_timeout(LIMIT)
+        .ok()
+        .and_then(|l| l.strip_prefix("admin on ").map(str::to_owned))
+        .expect("the balancer prints `admin on ADDR`");
+    std::thread::spawn(move || for _ in lines {});
+    Balancer {
+        _child: child,
+        admin,
+    }
+}
+
+/// The body of an authenticated `GET path` on a balancer's admin address.
+fn admin_get(admin: &str, path: &str) -> Vec<u8> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(admin).unwrap();
+    s.set_read_timeout(Some(LIMIT)).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.0\r\nAuthorization: Bearer {TOKEN}\r\n\r\n"
+    )
+    .unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).unwrap();
+    let end = raw.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+    raw.split_off(end + 4)
+}
+
+/// The balancer's `/admin/table` JSON.
+fn table_state(admin: &str) -> serde_json::Value {
+    serde_json::from_slice(&admin_get(admin, "/admin/table")).unwrap()
+}
+
+/// The rows of the table a balancer serves, sorted.
+fn served_rows(admin: &str) -> Vec<(String, u16, u32)> {
+    let bytes = admin_get(admin, "/admin/table/parquet");
+    rows(&VotingTable::from_parquet_bytes(bytes, Path::new("served"), None).unwrap())
+}
+
+fn rows(t: &VotingTable) -> Vec<(String, u16, u32)> {
+    let mut r: Vec<_> = t
+        .rows
+        .iter()
+        .map(|r| (r.term.clone(), r.replica, r.weight.to_bits()))
+        .collect();
+    r.sort();
+    r
+}
+
+fn read_json(path: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn num(v: &serde_json::Value, key: &str) -> f64 {
+    v[key]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{key} is not a number in {v}"))
+}
+
+#[test]
+fn retrain_promotes_a_better_table_to_every_balancer_and_refuses_a_worse_one() {
+    let _heavy = e2e::heavy();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let freq = partitioned_log(d);
+    let hashed = d.join("hashed.parquet");
+    hashed_table(d, &hashed);
+    let a = start_balancer(d, "a", &hashed);
+    let b = start_balancer(d, "b", &hashed);
+    let dead = dead_address();
+    let token = d.join("token");
+    std::fs::write(&token, format!("{TOKEN}\n")).unwrap();
+    let lake = d.join("lake");
+    let common_args = |days: &str, out: &str, record: &str| -> Vec<String> {
+        [
+            "retrain",
+            "--log",
+            lake.to_str().unwrap(),
+            "--freq",
+            freq.to_str().unwrap(),
+            "--days",
+            days,
+            "--replicas",
+            "4",
+            "--token-file",
+            token.to_str().unwrap(),
+            "--balancer",
+            &a.admin,
+            "--balancer",
+            &b.admin,
+            "--output",
+            d.join(out).to_str().unwrap(),
+            "--record",
+            d.join(record).to_str().unwrap(),
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    };
+
+    // 1. Three train days against the hashed table: promoted to both live balancers; the
+    //    dead third one is retried, reported, and fails the command.
+    let mut args = common_args("3", "new.parquet", "promote.json");
+    args.extend(
+        [
+            "--balancer",
+            &dead,
+            "--push-attempts",
+            "2",
+            "--push-backoff",
+            "0.1",
+        ]
+        .iter()
+        .map(|s| s.to_string()),
+    );
+    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    let run = ballot(&argv);
+    assert!(
+        !run.status.success(),
+        "a failed push must fail the command; stdout:\n{}",
+        stdout(&run)
+    );
+    assert!(
+        stderr(&run).contains("1 of 3 balancer pushes failed"),
+        "{}",
+        stderr(&run)
+    );
+    let rec = read_json(&d.join("promote.json"));
+    assert_eq!(rec["decision"], "promoted", "{rec}");
+    assert_eq!(rec["test_day"], "2006-03-04");
+    assert_eq!(
+        rec["train_days"],
+        serde_json::json!(["2006-03-01", "2006-03-02", "2006-03-03"])
+    );
+    let (new, cur) = (&rec["new"], &rec["current"]);
+    assert!(
+        num(new, "miss_bytes_ratio") <= num(cur, "miss_bytes_ratio") * 0.99,
+        "{rec}"
+    );
+    assert!(cur["source"]
+        .as_str()
+        .unwrap()
+        .ends_with("/admin/table/parquet"));
+    assert_eq!(rec["current_version"], 1);
+    let pushes = rec["pushes"].as_array().unwrap();
+    assert_eq!(pushes.len(), 3);
+    for p in &pushes[..2] {
+        assert_eq!(p["ok"], true, "{p}");
+        assert_eq!(p["version"], 2, "{p}");
+    }
+    assert_eq!(pushes[2]["ok"], false);
+    assert_eq!(pushes[2]["attempts"], 2);
+    assert!(pushes[2]["error"].as_str().unwrap().contains("connect"));
+    assert_eq!(rec["pushes_failed"], 1);
+    let new_rows = rows(&VotingTable::read_parquet(&d.join("new.parquet"), None).unwrap());
+    for bal in [&a, &b] {
+        let st = table_state(&bal.admin);
+        assert_eq!(st["version"], 2, "{st}");
+        assert_eq!(served_rows(&bal.admin), new_rows);
+    }
+
+    // 2. One train day against the three-day table now served: refused with the numbers;
+    //    the balancers keep version 2.
+    let args = common_args("1", "one-day.parquet", "refuse.json");
+    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    let run = ballot(&argv);
+    assert!(
+        run.status.success(),
+        "refusing is a success: {}",
+        stderr(&run)
+    );
+    assert!(stdout(&run).starts_with("refuse: "), "{}", stdout(&run));
+    let rec = read_json(&d.join("refuse.json"));
+    assert_eq!(rec["decision"], "refused", "{rec}");
+    assert_eq!(rec["train_days"], serde_json::json!(["2006-03-03"]));
+    assert_eq!(rec["current_version"], 2);
+    let (new, cur) = (&rec["new"], &rec["current"]);
+    let not_better = num(new, "miss_bytes_ratio") > num(cur, "miss_bytes_ratio") * 0.99
+        || num(new, "flash_share_max") > num(cur, "flash_share_max") + 0.01;
+    assert!(not_better, "refused without reason: {rec}");
+    assert!(rec["reason"]
+        .as_str()
+        .unwrap()
+        .contains(&format!("{:.4}", num(new, "miss_bytes_ratio"))));
+    assert_eq!(rec["pushes"], serde_json::json!([]));
+    for bal in [&a, &b] {
+        assert_eq!(table_state(&bal.admin)["version"], 2);
+        assert_eq!(served_rows(&bal.admin), new_rows);
+    }
+    // The unused client port of each balancer stays up: nothing here touched it.
+    let _ = http_get(&a.admin, "/healthz", LIMIT).expect("balancer a alive");
+}
+
+#[test]
+fn from_and_to_select_partitions_and_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let freq = partitioned_log(d);
+    let lake = d.join("lake");
+    let stats = |extra: &[&str]| {
+        let mut args = vec!["stats", "--log", lake.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        let run = ballot(&args);
+        assert!(run.status.success(), "stats {extra:?}: {}", stderr(&run));
+        stderr(&run) + &stdout(&run)
+    };
+    let all = stats(&[]);
+    assert!(
+        all.contains("4 partitions read, 0 outside --from/--to skipped"),
+        "{all}"
+    );
+    let two = stats(&["--from", "2006-03-02", "--to", "2006-03-03"]);
+    assert!(
+        two.contains("2 partitions read, 2 outside --from/--to skipped"),
+        "{two}"
+    );
+    assert!(two.contains("partition 1: date=2006-03-02"), "{two}");
+    // A time inside a day: that day's partition is read, its earlier records dropped.
+    let half = stats(&["--from", "2006-03-04T01:00:00"]);
+    assert!(
+        half.contains("1 partitions read, 3 outside --from/--to skipped"),
+        "{half}"
+    );
+    assert!(
+        half.contains("records outside --from/--to dropped"),
+        "{half}"
+    );
+    let none = ballot(&[
+        "stats",
+        "--log",
+        lake.to_str().unwrap(),
+        "--from",
+        "2007-01-01",
+    ]);
+    assert!(!none.status.success());
+    assert!(
+        stderr(&none).contains("none of its 4 partitions is inside --from/--to"),
+        "{}",
+        stderr(&none)
+    );
+    let bad = ballot(&["stats", "--log", lake.to_str().unwrap(), "--to", "March"]);
+    assert!(
+        stderr(&bad).contains("--to \"March\" is not a date"),
+        "{}",
+        stderr(&bad)
+    );
+    let _ = freq;
+}
