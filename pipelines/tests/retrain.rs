@@ -9,6 +9,8 @@
 //! - A table trained on a single day is refused against the served one, with both tables'
 //!   numbers in the record, and nothing is pushed.
 //! - Partition selection: `--from/--to` on the same directory read only the days inside.
+//! - `ballot ingest --partition-by-day` writes such a directory from a flat log, with every
+//!   record, and refuses a log without times.
 
 mod common;
 
@@ -373,4 +375,55 @@ fn from_and_to_select_partitions_and_records() {
         stderr(&bad)
     );
     let _ = freq;
+}
+
+#[test]
+fn ingest_partitions_a_flat_log_by_day() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    partitioned_log(d);
+    let lake = d.join("by-day");
+    let run = ballot(&[
+        "ingest",
+        d.join("flat.parquet").to_str().unwrap(),
+        "--partition-by-day",
+        "-o",
+        lake.to_str().unwrap(),
+    ]);
+    assert!(run.status.success(), "{}", stderr(&run));
+    let days = std::fs::read_dir(&lake).unwrap().count();
+    assert!(days > 1, "{days} partitions");
+    assert!(
+        stdout(&run).contains(&format!("daily partitions under {}", lake.display())),
+        "{}",
+        stdout(&run)
+    );
+    // Every record is in one of the days, in order.
+    let flat = read_log(&d.join("flat.parquet"), &ReadOptions::default()).unwrap();
+    let mut back = Vec::new();
+    for f in data::log::list_partitions(&lake).unwrap() {
+        let day = f.values[0].1.clone();
+        for r in read_log(&f.path, &ReadOptions::default()).unwrap().records {
+            assert_eq!(data::log::format_timestamp(r.ts.unwrap())[..10], day);
+            back.push(r);
+        }
+    }
+    assert_eq!(back, flat.records);
+    assert_eq!(days, data::log::list_partitions(&lake).unwrap().len());
+
+    let untimed = d.join("untimed.txt");
+    std::fs::write(&untimed, "query one\nquery two\n").unwrap();
+    let run = ballot(&[
+        "ingest",
+        untimed.to_str().unwrap(),
+        "--partition-by-day",
+        "-o",
+        d.join("never").to_str().unwrap(),
+    ]);
+    assert!(!run.status.success());
+    assert!(
+        stderr(&run).contains("untimed.txt: --partition-by-day needs a time on every record"),
+        "{}",
+        stderr(&run)
+    );
 }

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use clap::Args;
 use data::log::{format_timestamp, read_log_with, write_log_parquet, LogRecord, ReadOptions};
 use data::stats::{log_stats, postings_stats};
@@ -22,12 +22,16 @@ pub struct IngestArgs {
     pub input: PathBuf,
     #[command(flatten)]
     pub layout: LayoutArgs,
-    /// Output Parquet log (`ts`, `user`, `query`).
+    /// Output Parquet log (`ts`, `user`, `query`), or with --partition-by-day a directory.
     #[arg(short, long)]
     pub output: PathBuf,
     /// Keep consecutive repeats.
     #[arg(long)]
     pub keep_repeats: bool,
+    /// Write one Hive-style partition per UTC day, `OUTPUT/date=YYYY-MM-DD/part-0.parquet`
+    /// (every record needs a time), the layout `--log DIR` and `ballot retrain` read.
+    #[arg(long)]
+    pub partition_by_day: bool,
 }
 
 /// Converts any supported log to the Parquet log schema, keeping its users and times.
@@ -47,6 +51,9 @@ pub fn ingest(args: &IngestArgs) -> Result<()> {
         },
     )?;
     stage.finish(&log.report.summary());
+    if args.partition_by_day {
+        return write_days(&args.output, &log.records, &args.input);
+    }
     write_log_parquet(&args.output, &log.records)?;
     let with = |n: usize, what: &str| {
         if n == log.records.len() {
@@ -69,6 +76,37 @@ pub fn ingest(args: &IngestArgs) -> Result<()> {
             "time"
         ),
         args.output.display()
+    );
+    Ok(())
+}
+
+/// Writes `records` as one partition per UTC day under `dir`, in record order within a day.
+fn write_days(dir: &std::path::Path, records: &[LogRecord], input: &std::path::Path) -> Result<()> {
+    let mut days: std::collections::BTreeMap<String, Vec<LogRecord>> = Default::default();
+    for (i, r) in records.iter().enumerate() {
+        let Some(ts) = r.ts else {
+            bail!(
+                "{}: --partition-by-day needs a time on every record, but record {} has none",
+                input.display(),
+                i + 1
+            );
+        };
+        let day = format_timestamp(ts)[..10].to_owned();
+        days.entry(day).or_default().push(r.clone());
+    }
+    for (day, part) in &days {
+        let folder = dir.join(format!("date={day}"));
+        std::fs::create_dir_all(&folder)
+            .with_context(|| format!("{}: cannot create", folder.display()))?;
+        write_log_parquet(&folder.join("part-0.parquet"), part)?;
+    }
+    println!(
+        "wrote {} queries to {} daily partitions under {} ({} to {})",
+        records.len(),
+        days.len(),
+        dir.display(),
+        days.keys().next().map_or("", String::as_str),
+        days.keys().next_back().map_or("", String::as_str)
     );
     Ok(())
 }

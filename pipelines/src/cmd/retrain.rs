@@ -394,7 +394,7 @@ fn load_current(
     let r = u16::try_from(args.replicas).context("--replicas is too large")?;
     if let Some(p) = &args.current {
         let t = VotingTable::read_parquet(p, Some(r))
-            .with_context(|| format!("{}: reading --current", p.display()))?;
+            .context("reading --current")?;
         return Ok((p.display().to_string(), Arc::new(t), None));
     }
     let b = &args.balancers[0];
