@@ -393,8 +393,7 @@ fn load_current(
 ) -> Result<(String, Arc<VotingTable>, Option<u64>)> {
     let r = u16::try_from(args.replicas).context("--replicas is too large")?;
     if let Some(p) = &args.current {
-        let t = VotingTable::read_parquet(p, Some(r))
-            .context("reading --current")?;
+        let t = VotingTable::read_parquet(p, Some(r)).context("reading --current")?;
         return Ok((p.display().to_string(), Arc::new(t), None));
     }
     let b = &args.balancers[0];
