@@ -119,7 +119,8 @@ impl PartitionFile {
 }
 
 /// The data files under `dir`, in path order, with their partition values. Hidden files
-/// and folders (`.name`) and `_`-prefixed ones (`_SUCCESS`, `_temporary`) are skipped.
+/// and folders (`.name`) and `_`-prefixed ones (`_SUCCESS`, `_temporary`) are skipped, and
+/// so are links to directories.
 pub fn list_partitions(dir: &Path) -> Result<Vec<PartitionFile>, LogError> {
     let mut out = Vec::new();
     walk(dir, &mut Vec::new(), &mut out)?;
@@ -149,11 +150,16 @@ fn walk(
             continue;
         }
         let path = entry.path();
-        // Follows symbolic links, as a reader of the files would.
+        let kind = entry.file_type().map_err(io_err)?;
+        // A link to a file is read like the file; a link to a directory is not followed
+        // (it could lead back up the tree).
         let meta = std::fs::metadata(&path).map_err(|source| LogError::Io {
             path: path.clone(),
             source,
         })?;
+        if meta.is_dir() && kind.is_symlink() {
+            continue;
+        }
         if meta.is_dir() {
             let pair = name
                 .split_once('=')
@@ -276,4 +282,45 @@ fn combined_report(dir: &Path, files: &[(PartitionFile, ReadReport)]) -> ReadRep
         }
     }
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lists_partition_files_in_path_order_and_skips_markers_and_loops() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        for day in ["date=2006-03-02", "date=2006-03-01"] {
+            std::fs::create_dir_all(d.join(day).join("_temporary")).unwrap();
+            std::fs::write(d.join(day).join("part-0.tsv"), "q\n").unwrap();
+            std::fs::write(d.join(day).join("_temporary").join("x"), "q\n").unwrap();
+        }
+        std::fs::write(d.join("_SUCCESS"), "").unwrap();
+        std::fs::write(d.join(".hidden"), "").unwrap();
+        std::os::unix::fs::symlink(d, d.join("date=2006-03-01").join("loop")).unwrap();
+        let files = list_partitions(d).unwrap();
+        let labels: Vec<String> = files.iter().map(PartitionFile::label).collect();
+        assert_eq!(labels, ["date=2006-03-01", "date=2006-03-02"]);
+        let day = files[0].span().unwrap();
+        assert_eq!(day.1 - day.0, DAY_MS);
+        let range = TimeRange::parse(Some("2006-03-02"), None).unwrap();
+        assert!(!range.overlaps(day.0, day.1));
+        assert!(range.overlaps(files[1].span().unwrap().0, files[1].span().unwrap().1));
+    }
+
+    #[test]
+    fn ranges_parse_dates_inclusively_and_times_exactly() {
+        let r = TimeRange::parse(Some("2006-03-01"), Some("2006-03-01")).unwrap();
+        assert_eq!(r.to_ms.unwrap() - r.from_ms.unwrap(), DAY_MS);
+        let t = TimeRange::parse(None, Some("2006-03-01T12:00:00")).unwrap();
+        assert!(t.contains(r.from_ms.unwrap()));
+        assert!(!t.contains(r.from_ms.unwrap() + DAY_MS / 2));
+        assert!(TimeRange::parse(Some("2006-03-02"), Some("2006-03-01")).is_err());
+        assert!(TimeRange::parse(Some("tomorrow"), None)
+            .unwrap_err()
+            .contains("--from \"tomorrow\""));
+        assert!(TimeRange::default().is_all());
+    }
 }

@@ -187,7 +187,7 @@ pub fn run(args: &TrainArgs) -> Result<()> {
     Ok(())
 }
 
-/// [`learner::train`] with progress on stderr: each refinement iteration as a line, the
+/// [`learner::train()`] with progress on stderr: each refinement iteration as a line, the
 /// current candidate on the spinner, and every stage's time.
 pub fn train_reported(
     queries: &[&str],
