@@ -343,7 +343,7 @@ proptest! {
         }
         let path = dir.path().join("log.tsv.gz");
         std::fs::write(&path, &bytes).unwrap();
-        check_read(&path, &ReadOptions { keep_repeats: n % 2 == 0, layout: spec })?;
+        check_read(&path, &ReadOptions { keep_repeats: n % 2 == 0, layout: spec, ..Default::default() })?;
     }
 
     /// Mutated and truncated Parquet logs.
@@ -371,7 +371,7 @@ proptest! {
             time_format: time_column_in_seconds.then_some(TimeFormat::EpochS),
             ..LayoutSpec::default()
         };
-        check_read(&path, &ReadOptions { keep_repeats: true, layout })?;
+        check_read(&path, &ReadOptions { keep_repeats: true, layout, ..Default::default() })?;
     }
 
     /// Random and mutated TSV, CSV, lines and TREC text, plain or gzip, under every layout.
@@ -384,7 +384,7 @@ proptest! {
         let dir = TempDir::new().unwrap();
         let path = dir.path().join("log");
         std::fs::write(&path, if zipped { gzip(&bytes) } else { bytes }).unwrap();
-        check_read(&path, &ReadOptions { keep_repeats: false, layout: spec })?;
+        check_read(&path, &ReadOptions { keep_repeats: false, layout: spec, ..Default::default() })?;
     }
 
     /// A headerless delimited log (two or more columns on every line) is never read as one
@@ -566,6 +566,7 @@ fn text_found_by_fuzzing() {
         &ReadOptions {
             keep_repeats: false,
             layout,
+            ..Default::default()
         },
     )
     .unwrap_err();

@@ -39,6 +39,7 @@ fn read_with(path: &Path, layout: LayoutSpec) -> Result<QueryLog, LogError> {
         &ReadOptions {
             keep_repeats: false,
             layout,
+            ..Default::default()
         },
     )
 }

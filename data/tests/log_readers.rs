@@ -552,3 +552,35 @@ fn real_aol_tsv_reads_clean() {
     eprintln!("{}", collapsed.report.summary());
     assert_eq!(collapsed.report.malformed, 0);
 }
+
+#[test]
+fn a_long_read_reports_its_rows_every_report_interval() {
+    use data::log::{RowsHook, ROWS_PER_REPORT};
+    let dir = TempDir::new().unwrap();
+    let path = dir.path().join("long.txt");
+    let rows = 2 * ROWS_PER_REPORT + 5;
+    let mut text = String::with_capacity(rows as usize * 4);
+    for i in 0..rows {
+        text.push_str(&format!("q{}\n", i % 7));
+    }
+    std::fs::write(&path, text).unwrap();
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let hook = {
+        let seen = Arc::clone(&seen);
+        RowsHook::new(move |n| seen.lock().unwrap().push(n))
+    };
+    let log = data::log::read_log(
+        &path,
+        &ReadOptions {
+            keep_repeats: true,
+            on_rows: hook,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(log.records.len() as u64, rows);
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [ROWS_PER_REPORT, 2 * ROWS_PER_REPORT]
+    );
+}

@@ -19,4 +19,4 @@ pub mod report;
 pub mod train;
 pub mod votes;
 
-pub use train::{train, TrainConfig, TrainError, TrainOutput};
+pub use train::{train, Progress, TrainConfig, TrainError, TrainOutput};

@@ -134,14 +134,43 @@ pub fn digest<'a>(queries: impl IntoIterator<Item = &'a str>) -> String {
     format!("{d:016x}")
 }
 
+/// What a candidate is doing, for progress reports (candidates run in parallel, so events
+/// of different candidates interleave; each names its candidate).
+#[derive(Clone, Debug)]
+pub enum Progress<'a> {
+    /// METIS starts partitioning a candidate's graph.
+    Partitioning {
+        /// The candidate's pruning threshold.
+        min_term_freq: u32,
+        /// The candidate's METIS imbalance tolerance.
+        ufactor: i32,
+        /// Vertices of the graph.
+        vertices: usize,
+    },
+    /// METIS finished.
+    Partitioned {
+        /// The candidate's pruning threshold.
+        min_term_freq: u32,
+        /// The candidate's METIS imbalance tolerance.
+        ufactor: i32,
+        /// Seconds METIS took.
+        seconds: f64,
+        /// Its edge cut.
+        edge_cut: i64,
+    },
+    /// A refinement iteration finished.
+    Iteration(&'a IterationRecord),
+}
+
 /// Trains a table on `queries` (the train part, in evaluation order). `on_stage` hears
-/// each finished stage, `on_iteration` each refinement iteration.
+/// each finished stage, `on_progress` each candidate's METIS run and refinement
+/// iterations.
 pub fn train(
     queries: &[&str],
     sizes: &Sizes,
     cfg: &TrainConfig,
     mut on_stage: impl FnMut(&StageTime),
-    on_iteration: impl FnMut(&IterationRecord) + Send,
+    on_progress: impl FnMut(&Progress<'_>) + Send,
 ) -> Result<TrainOutput, TrainError> {
     if cfg.replicas == 0 || cfg.replicas > balancer::load::MAX_REPLICAS {
         return Err(TrainError::Config(format!(
@@ -214,25 +243,39 @@ pub fn train(
     let jobs: Vec<(usize, i32)> = (0..graphs.len())
         .flat_map(|g| cfg.ufactors.iter().map(move |&u| (g, u)))
         .collect();
-    let on_iteration = Mutex::new(on_iteration);
+    let on_progress = Mutex::new(on_progress);
+    let tell = |event: &Progress<'_>| {
+        let mut hear = on_progress.lock().unwrap_or_else(|e| e.into_inner());
+        hear(event)
+    };
     let t_candidates = Instant::now();
     let outcomes: Vec<Result<Candidate, TrainError>> = jobs
         .par_iter()
         .map(|&(g, ufactor)| {
             let (min_term_freq, _, graph) = &graphs[g];
             let min_term_freq = *min_term_freq;
+            tell(&Progress::Partitioning {
+                min_term_freq,
+                ufactor,
+                vertices: graph.term_ids.len() + graph.queries,
+            });
             let t0 = Instant::now();
             let parts = partition(graph, cfg.replicas, ufactor, cfg.seed)?;
             let partition_secs = t0.elapsed().as_secs_f64();
+            tell(&Progress::Partitioned {
+                min_term_freq,
+                ufactor,
+                seconds: partition_secs,
+                edge_cut: parts.edge_cut,
+            });
             let initial = TermVotes::from_partition(&trace, graph, &parts, replicas);
             let t0 = Instant::now();
             let mut refined = refine(replayed, initial, &sim, &params, &cfg.refine, |rec| {
-                let mut hear = on_iteration.lock().unwrap_or_else(|e| e.into_inner());
-                hear(&IterationRecord {
+                tell(&Progress::Iteration(&IterationRecord {
                     min_term_freq,
                     ufactor,
                     ..rec.clone()
-                })
+                }))
             })
             .map_err(TrainError::Refine)?;
             for rec in &mut refined.history {

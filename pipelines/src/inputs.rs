@@ -10,7 +10,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use data::log::{
     parse_columns, read_log_compact, read_partitions_compact, LayoutSpec, QueryColumn, ReadOptions,
-    TimeRange, Times,
+    RowsHook, TimeRange, Times,
 };
 use data::sizes::{FreqTable, SizeModel, SizeTable, Sizes};
 use data::split::{Split, SplitOrder};
@@ -167,7 +167,7 @@ impl LogArgs {
     /// the query count and, for files, the reading report (malformed lines, repeats).
     pub fn load_reported(&self) -> Result<Dataset> {
         let stage = crate::progress::Stage::start("reading log");
-        let dataset = self.load_printing(&|line| stage.println(line))?;
+        let dataset = self.load_printing(&|line| stage.println(line), stage.rows_hook())?;
         stage.finish(&format!(
             "{} queries ({} distinct texts, {:.0} MB in memory) from {}",
             dataset.queries.len(),
@@ -184,11 +184,13 @@ impl LogArgs {
     /// Reads the log file, or generates the embedded default; prints the layout and the
     /// first two queries to stderr as soon as they are known.
     pub fn load(&self) -> Result<Dataset> {
-        self.load_printing(&|line| eprintln!("{line}"))
+        let rows = data::log::RowsHook::new(|n| eprintln!("reading log: {n} rows read"));
+        self.load_printing(&|line| eprintln!("{line}"), rows)
     }
 
-    /// [`LogArgs::load`], printing the layout preview with `print`.
-    pub fn load_printing(&self, print: &dyn Fn(&str)) -> Result<Dataset> {
+    /// [`LogArgs::load`], printing the layout preview with `print` and the rows read so far
+    /// of a long file with `on_rows`.
+    pub fn load_printing(&self, print: &dyn Fn(&str), on_rows: RowsHook) -> Result<Dataset> {
         let spec = self.layout.spec()?;
         match &self.log {
             Some(path) => {
@@ -198,6 +200,7 @@ impl LogArgs {
                 let opts = ReadOptions {
                     keep_repeats: self.keep_repeats,
                     layout: spec,
+                    on_rows,
                 };
                 let mut on_start = |layout: &data::log::Layout, first: &[data::log::LogRecord]| {
                     preview = layout.preview(first);

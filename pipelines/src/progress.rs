@@ -43,6 +43,20 @@ impl Stage {
         self.bar.set_message(message);
     }
 
+    /// A hook that shows the rows a log reader has read on the spinner (or, without a
+    /// terminal, as a line every [`data::log::ROWS_PER_REPORT`] rows).
+    pub fn rows_hook(&self) -> data::log::RowsHook {
+        let (bar, name) = (self.bar.clone(), self.name.clone());
+        data::log::RowsHook::new(move |rows| {
+            let text = format!("{name}: {rows} rows read");
+            if bar.is_hidden() {
+                eprintln!("{text}");
+            } else {
+                bar.set_message(text);
+            }
+        })
+    }
+
     /// Seconds since the stage started.
     pub fn seconds(&self) -> f64 {
         self.started.elapsed().as_secs_f64()

@@ -272,6 +272,7 @@ fn ingest_keeps_users_and_times() {
                 format: Some("excite".parse().unwrap()),
                 ..LayoutSpec::default()
             },
+            ..Default::default()
         },
     )
     .unwrap();

@@ -78,6 +78,43 @@ pub struct ReadOptions {
     pub keep_repeats: bool,
     /// The layout asked for; the default detects it from the content.
     pub layout: LayoutSpec,
+    /// Hears the rows read so far while a long file is read (default: nobody).
+    pub on_rows: RowsHook,
+}
+
+/// Rows (lines or Parquet rows) between two calls of a [`RowsHook`].
+pub const ROWS_PER_REPORT: u64 = 1 << 20;
+
+/// A progress callback for long reads: called with the rows read so far of the current
+/// file, about every [`ROWS_PER_REPORT`] rows.
+#[derive(Clone, Default)]
+pub struct RowsHook(Option<std::sync::Arc<dyn Fn(u64) + Send + Sync>>);
+
+impl RowsHook {
+    /// A hook calling `f`.
+    pub fn new(f: impl Fn(u64) + Send + Sync + 'static) -> Self {
+        RowsHook(Some(std::sync::Arc::new(f)))
+    }
+
+    /// Reports `rows` when a multiple of [`ROWS_PER_REPORT`] lies in `(before, rows]`.
+    #[inline]
+    pub(crate) fn crossed(&self, before: u64, rows: u64) {
+        if let Some(f) = &self.0 {
+            if rows / ROWS_PER_REPORT > before / ROWS_PER_REPORT {
+                f(rows);
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for RowsHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "RowsHook(set)"
+        } else {
+            "RowsHook(none)"
+        })
+    }
 }
 
 /// One malformed line: where it is and what is wrong with it.

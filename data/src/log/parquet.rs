@@ -566,6 +566,7 @@ fn read_parquet_inner(
             let u = user.as_ref().and_then(|u| u.get(i, &mut user_buf));
             c.push(t, u, q);
         }
+        opts.on_rows.crossed(row - batch.num_rows() as u64, row);
         if !announced && c.records.len() >= PREVIEW_RECORDS {
             on_start(&layout, &c.records[..PREVIEW_RECORDS]);
             announced = true;

@@ -204,6 +204,7 @@ pub(crate) fn read_text<R: BufRead>(
             break;
         }
         line_no += 1;
+        opts.on_rows.crossed(line_no - 1, line_no);
         if got == Got::TooLong {
             parser.too_long(line_no, &mut c);
         } else {

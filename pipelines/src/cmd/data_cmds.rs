@@ -43,6 +43,7 @@ pub fn ingest(args: &IngestArgs) -> Result<()> {
         &ReadOptions {
             keep_repeats: args.keep_repeats,
             layout,
+            ..Default::default()
         },
         &mut |layout, first| {
             for line in layout.preview(first) {

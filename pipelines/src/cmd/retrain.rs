@@ -148,6 +148,7 @@ pub fn run(args: &RetrainArgs) -> Result<()> {
     let opts = ReadOptions {
         keep_repeats: args.keep_repeats,
         layout: args.layout.spec()?,
+        ..Default::default()
     };
     let train_range = TimeRange {
         from_ms: Some(train_days[0]),

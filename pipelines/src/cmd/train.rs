@@ -9,7 +9,7 @@ use cache_sim::eviction::EvictionKind;
 use cache_sim::sim::{capacity_of, distinct_bytes_of};
 use clap::Args;
 use learner::refine::RefineConfig;
-use learner::{train, TrainConfig};
+use learner::{train, Progress, TrainConfig};
 
 use super::eval::write_json;
 use crate::chart::{line_chart, Series};
@@ -187,8 +187,8 @@ pub fn run(args: &TrainArgs) -> Result<()> {
     Ok(())
 }
 
-/// [`learner::train()`] with progress on stderr: each refinement iteration as a line, the
-/// current candidate on the spinner, and every stage's time.
+/// [`learner::train()`] with progress on stderr: each candidate's METIS run and refinement
+/// iterations as lines, the current step on the spinner, and every stage's time.
 pub fn train_reported(
     queries: &[&str],
     sizes: &data::sizes::Sizes,
@@ -200,22 +200,46 @@ pub fn train_reported(
         sizes,
         cfg,
         |t| stage.println(&format!("{}: {:.1}s", t.stage, t.seconds)),
-        |it| {
-            stage.set_message(format!(
-                "training: candidate min freq {} ufactor {}, iteration {}",
-                it.min_term_freq, it.ufactor, it.iteration
-            ));
-            stage.println(&format!(
-                "min freq {} ufactor {} iteration {}: train {:.4}, validation {:.4}, imbalance {:.3}, overflow {:.3}, moved {}",
-                it.min_term_freq,
-                it.ufactor,
-                it.iteration,
-                it.train_miss_bytes_ratio,
-                it.validation_miss_bytes_ratio,
-                it.validation_imbalance,
-                it.validation_overflow,
-                it.moved_terms
-            ));
+        |event| {
+            match event {
+            Progress::Partitioning {
+                min_term_freq,
+                ufactor,
+                vertices,
+            } => {
+                stage.set_message(format!(
+                    "training: METIS on candidate min freq {min_term_freq} ufactor {ufactor} ({vertices} vertices)"
+                ));
+                stage.println(&format!(
+                    "min freq {min_term_freq} ufactor {ufactor}: METIS partitions {vertices} vertices"
+                ));
+            }
+            Progress::Partitioned {
+                min_term_freq,
+                ufactor,
+                seconds,
+                edge_cut,
+            } => stage.println(&format!(
+                "min freq {min_term_freq} ufactor {ufactor}: METIS done in {seconds:.1}s, edge cut {edge_cut}"
+            )),
+            Progress::Iteration(it) => {
+                stage.set_message(format!(
+                    "training: candidate min freq {} ufactor {}, iteration {}",
+                    it.min_term_freq, it.ufactor, it.iteration
+                ));
+                stage.println(&format!(
+                    "min freq {} ufactor {} iteration {}: train {:.4}, validation {:.4}, imbalance {:.3}, overflow {:.3}, moved {}",
+                    it.min_term_freq,
+                    it.ufactor,
+                    it.iteration,
+                    it.train_miss_bytes_ratio,
+                    it.validation_miss_bytes_ratio,
+                    it.validation_imbalance,
+                    it.validation_overflow,
+                    it.moved_terms
+                ));
+            }
+        }
         },
     )?;
     stage.finish("done");
