@@ -6,8 +6,8 @@
 //!   version and `/admin/table/parquet` returns the new table's rows. A third balancer
 //!   address that does not answer is retried, reported failed in the record, and makes the
 //!   command fail; the two live pushes are not held back by it.
-//! - A table trained on a single day is refused against the served one, with both tables'
-//!   numbers in the record, and nothing is pushed.
+//! - A table trained on a single day is refused against the served one (SIEVE caches), with
+//!   both tables' numbers in the record, and nothing is pushed.
 //! - Partition selection: `--from/--to` on the same directory read only the days inside.
 //! - `ballot ingest --partition-by-day` writes such a directory from a flat log, with every
 //!   record, and refuses a log without times.
@@ -291,7 +291,8 @@ fn retrain_promotes_a_better_table_to_every_balancer_and_refuses_a_worse_one() {
 
     // 2. One train day against the three-day table now served: refused with the numbers;
     //    the balancers keep version 2.
-    let args = common_args("1", "one-day.parquet", "refuse.json");
+    let mut args = common_args("1", "one-day.parquet", "refuse.json");
+    args.extend(["--eviction".to_string(), "sieve".to_string()]);
     let argv: Vec<&str> = args.iter().map(String::as_str).collect();
     let run = ballot(&argv);
     assert!(
@@ -302,6 +303,7 @@ fn retrain_promotes_a_better_table_to_every_balancer_and_refuses_a_worse_one() {
     assert!(stdout(&run).starts_with("refuse: "), "{}", stdout(&run));
     let rec = read_json(&d.join("refuse.json"));
     assert_eq!(rec["decision"], "refused", "{rec}");
+    assert_eq!(rec["eviction"], "sieve");
     assert_eq!(rec["train_days"], serde_json::json!(["2006-03-03"]));
     assert_eq!(rec["current_version"], 2);
     let (new, cur) = (&rec["new"], &rec["current"]);

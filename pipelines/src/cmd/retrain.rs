@@ -57,6 +57,10 @@ pub struct RetrainArgs {
     /// Per-replica cache size as a fraction of the distinct postings bytes of the days read.
     #[arg(long, default_value_t = 0.05)]
     pub cache_frac: f64,
+    /// Eviction policy of the simulated caches (train and evaluation): lru, sieve or
+    /// s3fifo, as the replicas run.
+    #[arg(long, default_value = "lru")]
+    pub eviction: EvictionKind,
     /// Load-bound slack.
     #[arg(long, default_value_t = 0.05)]
     pub eps: f64,
@@ -182,6 +186,7 @@ pub fn run(args: &RetrainArgs) -> Result<()> {
     let cfg = TrainConfig {
         load: args.routing.sim_load_for(PolicyKind::Table)?,
         homes: args.routing.homes,
+        eviction: args.eviction,
         eps: args.eps,
         seed: args.seed,
         replay_fit_max: (args.refine_sample > 0).then_some(args.refine_sample),
@@ -266,6 +271,7 @@ pub fn run(args: &RetrainArgs) -> Result<()> {
         "test_queries": trace.test_len(),
         "replicas": args.replicas,
         "cache_frac": args.cache_frac,
+        "eviction": args.eviction.name(),
         "min_gain": args.min_gain,
         "max_flash_rise": args.max_flash_rise,
         "new": new_score,
@@ -433,7 +439,7 @@ fn evaluate(trace: &Trace, args: &RetrainArgs, table: Arc<VotingTable>) -> Resul
         replicas: args.replicas,
         cache_fracs: vec![args.cache_frac],
         policies: vec![PolicyKind::Table],
-        eviction: EvictionKind::Lru,
+        eviction: args.eviction,
         eps: args.eps,
         window: cache_sim::sim::replay::DEFAULT_WINDOW,
         seed: args.seed,
