@@ -17,6 +17,15 @@ use data::split::{Split, SplitOrder};
 use data::synth::{generate, SynthConfig};
 use data::time::parse_datetime_ms;
 
+/// Fails unless `value` (of the flag `flag`, e.g. `--cache-frac`) is in (0, 1].
+pub fn check_fraction(flag: &str, value: f64) -> Result<()> {
+    if value > 0.0 && value <= 1.0 {
+        Ok(())
+    } else {
+        bail!("{flag} {value} is not in (0, 1]")
+    }
+}
+
 /// How a log is laid out: every command that reads a log takes these flags. Without them
 /// the layout is detected from the content, and lines that look like columns are refused
 /// with the flags that read them.

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{ballot, stderr};
+use common::{ballot, read_json, stderr};
 
 #[test]
 fn eval_on_the_embedded_default_writes_json_and_svg() {
@@ -23,8 +23,7 @@ fn eval_on_the_embedded_default_writes_json_and_svg() {
         svg.to_str().unwrap(),
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let doc: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let doc = read_json(&json);
     let results = doc["results"].as_array().unwrap();
     // All 8 table-free policies x 2 cache sizes.
     assert_eq!(results.len(), 16);

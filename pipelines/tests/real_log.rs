@@ -18,7 +18,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{ballot, real_data, stderr, stdout};
+use common::{ballot, num, read_json, real_data, stderr, stdout};
 use serde_json::Value;
 
 /// The standard evaluation's log and frequency table, or None (skip) when `BALLOT_DATA` is
@@ -40,12 +40,6 @@ fn row<'a>(results: &'a [Value], policy: &str) -> &'a Value {
         .iter()
         .find(|r| r["policy"] == policy)
         .unwrap_or_else(|| panic!("no {policy} row"))
-}
-
-fn num(v: &Value, key: &str) -> f64 {
-    v[key]
-        .as_f64()
-        .unwrap_or_else(|| panic!("{key} is not a number in {v}"))
 }
 
 /// The claims of one test: every one is checked and every failure reported together, so
@@ -123,7 +117,7 @@ fn grid(log: &Path, freq: Option<&Path>, extra: &[&str]) -> Vec<Value> {
     let out = ballot(&args);
     assert!(out.status.success(), "{}", stderr(&out));
     eprintln!("{}", stdout(&out));
-    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let doc = read_json(&json);
     doc.as_array()
         .expect("one object per configuration")
         .clone()
@@ -160,7 +154,7 @@ fn standard_evaluation_orders_the_policies() {
         json.to_str().unwrap(),
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let doc = read_json(&json);
     assert_eq!(doc["config"]["queries"], 554_541, "collapsed AOL log size");
     let results = doc["results"].as_array().unwrap();
     let rr = num(row(results, "round-robin"), "miss_bytes_ratio");
@@ -303,7 +297,7 @@ fn train_and_score(log: &Path, freq: &Path, dir: &Path, name: &str, extra: &[&st
         json.to_str().unwrap(),
     ]);
     assert!(out.status.success(), "eval {name}: {}", stderr(&out));
-    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let doc = read_json(&json);
     num(
         row(doc["results"].as_array().unwrap(), "table"),
         "miss_bytes_ratio",

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{ballot, stderr, stdout};
+use common::{ballot, read_json, stderr, stdout};
 use serde_json::Value;
 
 /// What the fake replica does.
@@ -382,7 +382,7 @@ fn ctrl_c_stops_and_still_reports() {
         "{}",
         read(&out_path)
     );
-    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let doc = read_json(&json);
     assert_eq!(doc["interrupted"], true);
     let ok = doc["ok"].as_u64().unwrap();
     assert!((16..4000).contains(&ok), "ok {ok}");

@@ -19,7 +19,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use common::{ballot, stderr, stdout};
+use common::{ballot, num, read_json, stderr, stdout};
 use data::hash::term_hash;
 use data::log::{read_log, write_log_parquet, LogRecord, ReadOptions};
 use data::table::{TableRow, VotingTable};
@@ -175,16 +175,6 @@ fn rows(t: &VotingTable) -> Vec<(String, u16, u32)> {
         .collect();
     r.sort();
     r
-}
-
-fn read_json(path: &Path) -> serde_json::Value {
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-}
-
-fn num(v: &serde_json::Value, key: &str) -> f64 {
-    v[key]
-        .as_f64()
-        .unwrap_or_else(|| panic!("{key} is not a number in {v}"))
 }
 
 #[test]

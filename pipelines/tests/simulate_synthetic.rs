@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{ballot, stderr};
+use common::{ballot, read_json, stderr};
 
 #[test]
 fn simulate_writes_json_and_svg() {
@@ -31,8 +31,7 @@ fn simulate_writes_json_and_svg() {
     assert!(out.status.success(), "{}", stderr(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("queries/s in the timed phases"), "{stdout}");
-    let doc: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let doc = read_json(&json);
     assert_eq!(doc["config"]["simulator"]["replicas"], 8);
     let results = doc["results"].as_array().unwrap();
     assert_eq!(results.len(), 2);
@@ -110,8 +109,7 @@ fn the_demo_phases_from_the_command_line() {
         json.to_str().unwrap(),
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let doc: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let doc = read_json(&json);
     let r = &doc["results"][0];
     assert_eq!(r["warmup"]["sent"], 500);
     assert_eq!(r["saturation"]["sent"], 700);

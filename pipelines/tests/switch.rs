@@ -7,7 +7,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{ballot, stderr, stdout};
+use common::{ballot, num, read_json, stderr, stdout};
 use data::table::{TableRow, VotingTable};
 
 const SYNTH: &str = "40000";
@@ -25,16 +25,6 @@ fn train(out: &Path, seed: &str, cache_frac: &str) {
         out.to_str().unwrap(),
     ]);
     assert!(run.status.success(), "train: {}", stderr(&run));
-}
-
-fn read_json(path: &Path) -> serde_json::Value {
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-}
-
-fn f(v: &serde_json::Value, key: &str) -> f64 {
-    v[key]
-        .as_f64()
-        .unwrap_or_else(|| panic!("{key} is not a number in {v}"))
 }
 
 #[test]
@@ -81,11 +71,11 @@ fn switch_between_two_trained_tables() {
     for (i, w) in windows.iter().enumerate() {
         assert_eq!(w["start"].as_u64(), Some(i as u64 * 500));
         for key in ["instant", "ramp"] {
-            assert!((0.0..=1.0).contains(&f(w, key)), "{w}");
+            assert!((0.0..=1.0).contains(&num(w, key)), "{w}");
         }
         // Before the switch both modes are the same replay.
         if (i + 1) * 500 <= 4000 {
-            assert_eq!(f(w, "instant"), f(w, "ramp"), "{w}");
+            assert_eq!(num(w, "instant"), num(w, "ramp"), "{w}");
         }
     }
     for key in [
@@ -94,10 +84,10 @@ fn switch_between_two_trained_tables() {
         "overall_instant",
         "overall_ramp",
     ] {
-        assert!((0.0..=1.0).contains(&f(s, key)), "{key} in {s}");
+        assert!((0.0..=1.0).contains(&num(s, key)), "{key} in {s}");
     }
     assert!(
-        f(s, "peak_ramp") < f(s, "peak_instant"),
+        num(s, "peak_ramp") < num(s, "peak_instant"),
         "the ramp should lower the peak: {s}"
     );
     let svg = std::fs::read_to_string(&svg).unwrap();
@@ -136,10 +126,10 @@ fn switching_a_table_to_itself_is_a_plain_eval() {
         plain_json.to_str().unwrap(),
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let plain = f(&read_json(&plain_json)["results"][0], "miss_bytes_ratio");
-    assert_eq!(f(&s, "overall_instant"), plain);
-    assert_eq!(f(&s, "overall_ramp"), plain);
-    assert_eq!(f(&s, "peak_instant"), f(&s, "peak_ramp"));
+    let plain = num(&read_json(&plain_json)["results"][0], "miss_bytes_ratio");
+    assert_eq!(num(&s, "overall_instant"), plain);
+    assert_eq!(num(&s, "overall_ramp"), plain);
+    assert_eq!(num(&s, "peak_instant"), num(&s, "peak_ramp"));
 }
 
 #[test]

@@ -235,7 +235,7 @@ async fn table_parquet(AxState(app): AxState<Arc<App>>) -> Response {
                     t.version.to_string(),
                 ),
             ],
-            Body::from(Bytes::copy_from_slice(&t.parquet)),
+            Body::from(t.parquet.clone()),
         )
             .into_response(),
         None => json_error(

@@ -50,7 +50,7 @@ pub enum ReloadError {
 }
 
 /// A compiled table, the Parquet file it will be served as, and seconds to load it.
-pub type Compiled = (TableVotes, Arc<[u8]>, f64);
+pub type Compiled = (TableVotes, hyper::body::Bytes, f64);
 
 /// Reads, validates and compiles a table for `replicas` replicas (blocking).
 pub fn compile(source: Source, replicas: usize, state: &State) -> Result<Compiled, ReloadError> {

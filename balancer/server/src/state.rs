@@ -19,6 +19,7 @@ use balancer::policy::{
 };
 use balancer::ramp::{RampPolicy, RampedTable, SharedVotes};
 use data::rng::Rng;
+use hyper::body::Bytes;
 
 use crate::admit::InFlightGuard;
 use crate::config::Validated;
@@ -86,7 +87,7 @@ pub struct TableInfo {
     /// The newest table.
     pub current: Arc<TableVotes>,
     /// The newest table as a Parquet file (what `GET /admin/table/parquet` returns).
-    pub parquet: Arc<[u8]>,
+    pub parquet: Bytes,
     /// The ramp from the previous table to `current`, while it runs.
     pub ramp: Option<Arc<RampPolicy>>,
 }
@@ -171,7 +172,7 @@ impl State {
                         terms: votes.terms(),
                         votes: votes.vote_count(),
                         current: votes,
-                        parquet: parquet.into(),
+                        parquet: Bytes::from(parquet),
                         ramp: None,
                     }),
                 }
@@ -290,7 +291,7 @@ impl State {
 
     /// Swaps in a compiled table, ramping it in over `ramp_queries` routed queries (a
     /// ramp still running is frozen where it is and ramps out). Returns the new version.
-    pub fn install_table(&self, votes: TableVotes, parquet: Arc<[u8]>) -> Result<u64, StateError> {
+    pub fn install_table(&self, votes: TableVotes, parquet: Bytes) -> Result<u64, StateError> {
         let _guard = self.admin_lock.lock().unwrap_or_else(|e| e.into_inner());
         let old = self.routing.load();
         let Some(old_table) = &old.table else {

@@ -60,11 +60,6 @@ impl QueryColumn {
         (0..self.ends.len() as u32).map(|d| self.distinct(d))
     }
 
-    /// Each record's distinct-text id, in record order.
-    pub fn ids(&self) -> &[u32] {
-        &self.ids
-    }
-
     /// The texts in record order.
     pub fn iter(&self) -> impl ExactSizeIterator<Item = &str> + '_ {
         self.ids.iter().map(|&d| self.distinct(d))
@@ -126,11 +121,6 @@ impl QueryColumnBuilder {
         self.column.text.push_str(query);
         self.column.ends.push(self.column.text.len());
         id
-    }
-
-    /// Records pushed so far.
-    pub fn len(&self) -> usize {
-        self.column.ids.len()
     }
 
     /// True when nothing was pushed.
@@ -268,7 +258,7 @@ impl CompactLog {
                 times.push(t);
             }
         }
-        let dropped = (self.queries.len() - queries.len()) as u64;
+        let dropped = (self.queries.len() - queries.column.ids.len()) as u64;
         self.queries = queries.finish();
         self.times = times;
         Ok(dropped)
@@ -290,7 +280,7 @@ mod tests {
             col.distinct_texts().collect::<Vec<_>>(),
             ["a b", "c", "", "d"]
         );
-        assert_eq!(col.ids(), &[0, 1, 0, 2, 1, 3, 2]);
+        assert_eq!(col.ids, [0, 1, 0, 2, 1, 3, 2]);
         assert_eq!(col.get(5), "d");
     }
 

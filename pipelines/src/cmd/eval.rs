@@ -258,9 +258,7 @@ pub(crate) fn validate(args: &EvalArgs) -> Result<()> {
         bail!("--replicas must be at least 1");
     }
     for &f in &args.cache_frac {
-        if f.is_nan() || f <= 0.0 || f > 1.0 {
-            bail!("--cache-frac {f} is not in (0, 1]");
-        }
+        crate::inputs::check_fraction("--cache-frac", f)?;
     }
     if args.window == 0 {
         bail!("--window must be at least 1");

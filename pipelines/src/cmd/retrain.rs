@@ -298,9 +298,7 @@ fn validate(args: &RetrainArgs) -> Result<()> {
     if args.days == 0 {
         bail!("--days must be at least 1");
     }
-    if args.cache_frac.is_nan() || args.cache_frac <= 0.0 || args.cache_frac > 1.0 {
-        bail!("--cache-frac {} is not in (0, 1]", args.cache_frac);
-    }
+    crate::inputs::check_fraction("--cache-frac", args.cache_frac)?;
     if !(args.min_gain.is_finite() && (0.0..1.0).contains(&args.min_gain)) {
         bail!("--min-gain {} is not in [0, 1)", args.min_gain);
     }

@@ -91,9 +91,7 @@ pub struct TrainArgs {
 
 /// Runs `ballot train`.
 pub fn run(args: &TrainArgs) -> Result<()> {
-    if args.cache_frac.is_nan() || args.cache_frac <= 0.0 || args.cache_frac > 1.0 {
-        bail!("--cache-frac {} is not in (0, 1]", args.cache_frac);
-    }
+    crate::inputs::check_fraction("--cache-frac", args.cache_frac)?;
     if !(args.flash_price.is_finite() && args.flash_price >= 0.0) {
         bail!("--flash-price {} must be a number >= 0", args.flash_price);
     }

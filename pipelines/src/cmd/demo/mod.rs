@@ -20,7 +20,7 @@ use learner::refine::RefineConfig;
 use super::build_index::{self, BuildIndexArgs};
 use super::eval::{parse_policies, run as run_eval, write_json, EvalArgs};
 use super::train::{self, TrainArgs};
-use crate::inputs::{LogArgs, SizeArgs, SplitArgs};
+use crate::inputs::{check_fraction, LogArgs, SizeArgs, SplitArgs};
 use crate::routing_args::RoutingArgs;
 
 /// Arguments of `ballot demo`.
@@ -115,15 +115,9 @@ impl DemoArgs {
                 self.replicas
             );
         }
-        let frac_ok = |f: f64| f > 0.0 && f <= 1.0;
-        if !frac_ok(self.train_cache_frac) {
-            bail!(
-                "--train-cache-frac {} is not in (0, 1]",
-                self.train_cache_frac
-            );
-        }
-        if let Some(f) = self.cache_frac.iter().find(|&&f| !frac_ok(f)) {
-            bail!("--cache-frac {f} is not in (0, 1]");
+        check_fraction("--train-cache-frac", self.train_cache_frac)?;
+        for &f in &self.cache_frac {
+            check_fraction("--cache-frac", f)?;
         }
         if self.docs == 0 || self.docs > u64::from(u32::MAX) {
             bail!("--docs must be between 1 and {}", u32::MAX);

@@ -218,9 +218,7 @@ pub struct RouterResult {
 
 impl SimulateArgs {
     fn validate(&self) -> Result<()> {
-        if !(self.cache_frac > 0.0 && self.cache_frac <= 1.0) {
-            bail!("--cache-frac {} is not in (0, 1]", self.cache_frac);
-        }
+        crate::inputs::check_fraction("--cache-frac", self.cache_frac)?;
         if !(self.load_frac > 0.0 && self.load_frac.is_finite()) {
             bail!("--load-frac must be a positive number");
         }
