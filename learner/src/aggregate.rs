@@ -44,21 +44,35 @@ pub struct Aggregate {
     pub prune: PruneStats,
 }
 
-/// Aggregates queries `0..len` of `trace`.
+/// Aggregates queries `0..len` of `trace`, each record counted once.
 pub fn aggregate(trace: &Trace, len: usize, min_term_freq: u32) -> Aggregate {
+    aggregate_weighted(trace, len, |_| 1, min_term_freq)
+}
+
+/// Aggregates queries `0..len` of `trace`, query `q` standing for `weight(q)` records: how
+/// a log aggregated elsewhere (distinct texts with their counts, `ballot train --engine`)
+/// enters training. With every weight 1 this is [`aggregate`].
+pub fn aggregate_weighted(
+    trace: &Trace,
+    len: usize,
+    weight: impl Fn(usize) -> u32,
+    min_term_freq: u32,
+) -> Aggregate {
     let n_terms = trace.dict.len();
     let mut term_freq = vec![0u32; n_terms];
     let mut by_hash: FxHashMap<u64, (usize, u32)> = FxHashMap::default();
     let mut first: Vec<usize> = Vec::new();
     for q in 0..len {
+        let w = weight(q);
         for &t in trace.terms(q) {
-            term_freq[t as usize] += 1;
+            let f = &mut term_freq[t as usize];
+            *f = f.saturating_add(w);
         }
         let slot = by_hash.entry(trace.query_hashes[q]).or_insert_with(|| {
             first.push(q);
             (first.len() - 1, 0)
         });
-        slot.1 += 1;
+        slot.1 = slot.1.saturating_add(w);
     }
     let kept: Vec<bool> = term_freq
         .iter()

@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 
 use rayon::prelude::*;
 
-use crate::aggregate::aggregate;
+use crate::aggregate::{aggregate, aggregate_weighted};
 use crate::graph::{build_graph, GraphError};
 use crate::partition::{partition, Partition, PartitionError};
 use crate::refine::{objective, refine, IterationRecord, RefineConfig, Refined};
@@ -172,6 +172,116 @@ pub fn train(
     mut on_stage: impl FnMut(&StageTime),
     on_progress: impl FnMut(&Progress<'_>) + Send,
 ) -> Result<TrainOutput, TrainError> {
+    check(cfg)?;
+    let t0 = Instant::now();
+    let fit_len = ((queries.len() as f64) * (1.0 - cfg.validation_frac)).floor() as usize;
+    let trace = Trace::build(queries.iter().copied(), fit_len, sizes);
+    let tokenize = stage_time("tokenize", t0);
+    on_stage(&tokenize);
+    // The refinement replays the most recent `replay_fit_max` fit queries (all of them when
+    // the fit part is shorter), then the whole validation part.
+    let replay_from = match cfg.replay_fit_max {
+        Some(max) if fit_len > max => fit_len - max,
+        _ => 0,
+    };
+    let input = Prepared {
+        trace,
+        graph_len: fit_len,
+        weights: None,
+        replay_from,
+        fit_queries: fit_len as u64,
+        validation_queries: (queries.len() - fit_len) as u64,
+        log_digest: digest(queries.iter().copied()),
+    };
+    train_prepared(input, cfg, vec![tokenize], on_stage, on_progress)
+}
+
+/// The train part of a log aggregated elsewhere (`ballot train --engine`): the fit part as
+/// distinct texts with their record counts, and the records the refinement replays.
+pub struct CountedLog<'a> {
+    /// Distinct fit texts with their counts, in a fixed order (the table depends on it).
+    pub fit_counts: &'a [(&'a str, u64)],
+    /// The most recent fit records, in log order, replayed by the refinement (a sample of
+    /// at most [`TrainConfig::replay_fit_max`] of them is enough).
+    pub replay: &'a [&'a str],
+    /// The validation records, in log order, newer than every fit record.
+    pub validation: &'a [&'a str],
+}
+
+/// Trains a table from an aggregated fit part: the graph and METIS see every distinct fit
+/// query with its count, the refinement replays `log.replay` then `log.validation`. The
+/// same counts in the same order give the same table, whichever engine counted them.
+/// `cfg.validation_frac` is not used: the caller chose the validation records.
+pub fn train_counted(
+    log: &CountedLog<'_>,
+    sizes: &Sizes,
+    cfg: &TrainConfig,
+    mut on_stage: impl FnMut(&StageTime),
+    on_progress: impl FnMut(&Progress<'_>) + Send,
+) -> Result<TrainOutput, TrainError> {
+    check(cfg)?;
+    let t0 = Instant::now();
+    let distinct = log.fit_counts.len();
+    let replay = match cfg.replay_fit_max {
+        Some(max) if log.replay.len() > max => &log.replay[log.replay.len() - max..],
+        _ => log.replay,
+    };
+    let texts = log
+        .fit_counts
+        .iter()
+        .map(|&(q, _)| q)
+        .chain(replay.iter().copied())
+        .chain(log.validation.iter().copied());
+    let trace = Trace::build(texts, distinct + replay.len(), sizes);
+    let tokenize = stage_time("tokenize", t0);
+    on_stage(&tokenize);
+    let weights: Vec<u32> = log
+        .fit_counts
+        .iter()
+        .map(|&(_, c)| u32::try_from(c).unwrap_or(u32::MAX))
+        .collect();
+    let input = Prepared {
+        trace,
+        graph_len: distinct,
+        weights: Some(weights),
+        replay_from: distinct,
+        fit_queries: log.fit_counts.iter().map(|&(_, c)| c).sum(),
+        validation_queries: log.validation.len() as u64,
+        log_digest: digest_counts(log.fit_counts),
+    };
+    train_prepared(input, cfg, vec![tokenize], on_stage, on_progress)
+}
+
+/// Stable digest of distinct texts with their counts.
+pub fn digest_counts(counts: &[(&str, u64)]) -> String {
+    let d = counts
+        .iter()
+        .fold(0x9e37_79b9_7f4a_7c15u64, |acc, &(q, c)| {
+            mix64(mix64(acc ^ term_hash(q)) ^ c)
+        });
+    format!("{d:016x}")
+}
+
+/// What the candidates are trained on, however the train part was read.
+struct Prepared {
+    /// Graph queries first (`0..graph_len`), then the replayed fit queries and the
+    /// validation part; `trace.train_len` ends the fit queries.
+    trace: Trace,
+    /// Queries the graph aggregates.
+    graph_len: usize,
+    /// Record count of each graph query (None: each is one record).
+    weights: Option<Vec<u32>>,
+    /// First query the refinement replays.
+    replay_from: usize,
+    /// Fit records (reported).
+    fit_queries: u64,
+    /// Validation records (reported).
+    validation_queries: u64,
+    /// Digest of the train part (table metadata).
+    log_digest: String,
+}
+
+fn check(cfg: &TrainConfig) -> Result<(), TrainError> {
     if cfg.replicas == 0 || cfg.replicas > balancer::load::MAX_REPLICAS {
         return Err(TrainError::Config(format!(
             "replicas must be in 1..={}",
@@ -183,26 +293,38 @@ pub fn train(
             "validation fraction must be in [0, 1)".into(),
         ));
     }
-    let replicas = u16::try_from(cfg.replicas).map_err(|e| TrainError::Config(e.to_string()))?;
-    let mut timings = Vec::new();
-    let mut stage = |name: &str, started: Instant| {
-        let t = StageTime {
-            stage: name.to_owned(),
-            seconds: started.elapsed().as_secs_f64(),
-        };
-        on_stage(&t);
-        timings.push(t);
-    };
-
-    let t0 = Instant::now();
-    let fit_len = ((queries.len() as f64) * (1.0 - cfg.validation_frac)).floor() as usize;
-    let trace = Trace::build(queries.iter().copied(), fit_len, sizes);
-    stage("tokenize", t0);
     if cfg.ufactors.is_empty() || cfg.min_term_freqs.is_empty() {
         return Err(TrainError::Config(
             "at least one METIS ufactor and one minimum term frequency are needed".into(),
         ));
     }
+    Ok(())
+}
+
+fn stage_time(name: &str, started: Instant) -> StageTime {
+    StageTime {
+        stage: name.to_owned(),
+        seconds: started.elapsed().as_secs_f64(),
+    }
+}
+
+fn train_prepared(
+    input: Prepared,
+    cfg: &TrainConfig,
+    mut timings: Vec<StageTime>,
+    mut on_stage: impl FnMut(&StageTime),
+    on_progress: impl FnMut(&Progress<'_>) + Send,
+) -> Result<TrainOutput, TrainError> {
+    let replicas = u16::try_from(cfg.replicas).map_err(|e| TrainError::Config(e.to_string()))?;
+    let Prepared {
+        trace,
+        graph_len,
+        weights,
+        replay_from,
+        fit_queries,
+        validation_queries,
+        log_digest,
+    } = input;
     let sim = SimConfig {
         replicas: cfg.replicas,
         capacity_bytes: cfg.capacity_bytes,
@@ -217,21 +339,21 @@ pub fn train(
         term_bytes: Arc::new(trace.term_bytes_map()),
         ..PolicyParams::new(cfg.replicas)
     };
-    // The refinement replays the most recent `replay_fit_max` fit queries (all of them when
-    // the fit part is shorter), then the whole validation part.
     let replay_trace;
-    let replayed: &Trace = match cfg.replay_fit_max {
-        Some(max) if fit_len > max => {
-            replay_trace = trace.suffix(fit_len - max);
-            &replay_trace
-        }
-        _ => &trace,
+    let replayed: &Trace = if replay_from > 0 {
+        replay_trace = trace.suffix(replay_from);
+        &replay_trace
+    } else {
+        &trace
     };
     let mut graphs = Vec::new();
     let (mut agg_secs, mut graph_secs) = (0.0, 0.0);
     for &min_term_freq in &cfg.min_term_freqs {
         let t0 = Instant::now();
-        let agg = aggregate(&trace, fit_len, min_term_freq);
+        let agg = match &weights {
+            None => aggregate(&trace, graph_len, min_term_freq),
+            Some(w) => aggregate_weighted(&trace, graph_len, |q| w[q], min_term_freq),
+        };
         agg_secs += t0.elapsed().as_secs_f64();
         let t0 = Instant::now();
         let graph = build_graph(&trace, &agg)?;
@@ -356,9 +478,9 @@ pub fn train(
         eviction: cfg.eviction.name().to_owned(),
         eps: cfg.eps,
         seed: cfg.seed,
-        fit_queries: fit_len as u64,
+        fit_queries,
         replayed_fit_queries: replayed.train_len as u64,
-        validation_queries: (queries.len() - fit_len) as u64,
+        validation_queries,
         prune: agg.prune.clone(),
         graph: GraphStats {
             term_vertices: graph.term_ids.len() as u64,
@@ -385,7 +507,7 @@ pub fn train(
         validation_miss_bytes_ratio: refined.best_result.miss_bytes_ratio,
         validation_imbalance: refined.best_result.imbalance,
         voting_terms: refined.best.voting_terms() as u64,
-        log_digest: digest(queries.iter().copied()),
+        log_digest,
     };
     let table = refined
         .best

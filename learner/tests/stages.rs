@@ -3,7 +3,7 @@
 
 use cache_sim::sim::Trace;
 use data::sizes::{SizeTable, Sizes};
-use learner::aggregate::aggregate;
+use learner::aggregate::{aggregate, aggregate_weighted};
 use learner::graph::build_graph;
 use learner::partition::partition;
 
@@ -11,6 +11,34 @@ fn sizes(pairs: &[(&str, u64)]) -> Sizes {
     Sizes::Table(SizeTable::from_pairs(
         pairs.iter().map(|(t, b)| (t.to_string(), *b)),
     ))
+}
+
+#[test]
+fn counted_queries_aggregate_like_the_records_they_count() {
+    // The records "a b", "b c", "a b", "d", "A  b" against the distinct texts with counts
+    // (as an engine hands them over): "A  b" normalizes to "a b", so it merges.
+    let s = sizes(&[("a", 100), ("b", 50), ("c", 7), ("d", 9)]);
+    let records = Trace::build(["a b", "b c", "a b", "d", "A  b"], 5, &s);
+    let counted = Trace::build(["A  b", "a b", "b c", "d"], 4, &s);
+    let weights = [1, 2, 1, 1];
+    for min in [1, 2, 4] {
+        let by_record = aggregate(&records, 5, min);
+        let by_count = aggregate_weighted(&counted, 4, |q| weights[q], min);
+        assert_eq!(by_count.prune, by_record.prune, "min freq {min}");
+        let freq = |agg: &learner::aggregate::Aggregate, t: &Trace| {
+            let mut f: Vec<(String, u32)> = (0..t.dict.len())
+                .map(|i| (t.dict.term(i as u32).to_owned(), agg.term_freq[i]))
+                .collect();
+            f.sort();
+            f
+        };
+        assert_eq!(freq(&by_count, &counted), freq(&by_record, &records));
+        let mut counts: Vec<u32> = by_count.queries.iter().map(|q| q.count).collect();
+        let mut expected: Vec<u32> = by_record.queries.iter().map(|q| q.count).collect();
+        counts.sort();
+        expected.sort();
+        assert_eq!(counts, expected, "min freq {min}");
+    }
 }
 
 #[test]

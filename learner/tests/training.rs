@@ -1,7 +1,9 @@
 //! End-to-end training on a small synthetic log: refinement never returns a table worse on
 //! validation than the initial one, the learned table beats term hashing on the held-out
 //! test part, a table round-trips through Parquet, training is deterministic, and a
-//! refinement that replays only the recent fit queries stays close to the full one.
+//! refinement that replays only the recent fit queries stays close to the full one, and
+//! training from the fit part's distinct queries with counts (what an engine aggregates)
+//! trains as good a table.
 
 use std::sync::Arc;
 
@@ -11,6 +13,7 @@ use data::sizes::{FreqTable, SizeModel, Sizes};
 use data::split::Split;
 use data::synth::{generate, SynthConfig};
 use data::table::VotingTable;
+use learner::train::{train_counted, CountedLog};
 use learner::{train, TrainConfig, TrainOutput};
 
 struct Setup {
@@ -190,6 +193,54 @@ fn a_sampled_refinement_replays_the_recent_fit_queries_and_stays_close() {
         (a - b).abs() <= 0.02,
         "sampled refinement {b:.4} against full {a:.4} on the test part"
     );
+}
+
+#[test]
+fn training_from_counts_sees_the_same_fit_part_and_trains_as_well() {
+    // The fit part handed over as distinct texts with counts (sorted by text, as the
+    // engines give them), every fit record replayed, the same validation records.
+    let s = setup();
+    let (full, trace) = run_tuned(&s, |cfg| cfg.replay_fit_max = None);
+    let train_q: Vec<&str> = s
+        .order
+        .train()
+        .iter()
+        .map(|&i| s.queries[i as usize].as_str())
+        .collect();
+    let fit_len = full.report.fit_queries as usize;
+    let mut counts: std::collections::BTreeMap<&str, u64> = Default::default();
+    for q in &train_q[..fit_len] {
+        *counts.entry(q).or_default() += 1;
+    }
+    let fit_counts: Vec<(&str, u64)> = counts.into_iter().collect();
+    let log = CountedLog {
+        fit_counts: &fit_counts,
+        replay: &train_q[..fit_len],
+        validation: &train_q[fit_len..],
+    };
+    let mut cfg = TrainConfig::new(4, 0.05, trace.capacity_for(0.05));
+    cfg.refine.iterations = 12;
+    cfg.window = 2_000;
+    cfg.replay_fit_max = None;
+    let counted = train_counted(&log, &s.sizes, &cfg, |_| {}, |_| {}).unwrap();
+    let (f, c) = (&full.report, &counted.report);
+    assert_eq!(c.fit_queries, f.fit_queries);
+    assert_eq!(c.replayed_fit_queries, f.fit_queries);
+    assert_eq!(c.validation_queries, f.validation_queries);
+    assert_eq!(c.prune.terms_seen, f.prune.terms_seen);
+    assert_eq!(c.prune.queries_seen, f.prune.queries_seen);
+    // Same inputs, another order of the graph's query vertices: a table as good.
+    let (a, b) = (
+        on_test(&trace, &full.table).miss_bytes_ratio,
+        on_test(&trace, &counted.table).miss_bytes_ratio,
+    );
+    assert!(
+        (a - b).abs() <= 0.02,
+        "trained from counts {b:.4} against from records {a:.4} on the test part"
+    );
+    // Deterministic: the same counts give the same table.
+    let again = train_counted(&log, &s.sizes, &cfg, |_| {}, |_| {}).unwrap();
+    assert_eq!(again.table.rows, counted.table.rows);
 }
 
 /// The `table` policy with `table` over the test part (R = 4, 5% caches).

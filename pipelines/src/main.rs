@@ -7,6 +7,7 @@
 
 mod chart;
 mod cmd;
+mod engine;
 mod http;
 mod inputs;
 mod progress;
@@ -42,6 +43,12 @@ enum Command {
     Eval(cmd::eval::EvalCli),
     /// Learn a voting table from a log (term-query graph, METIS, refinement by simulation).
     Train(cmd::train::TrainArgs),
+    /// Count each distinct query of a Parquet log with an engine (embedded DataFusion or a
+    /// Ballista cluster); `train --engine` trains from such counts.
+    Aggregate(cmd::aggregate::AggregateArgs),
+    /// Run a Ballista scheduler or executor for `--engine ballista://...` (built with the
+    /// `cluster` feature).
+    Cluster(ClusterCli),
     /// Retrain on the last days of a partitioned log, evaluate against the served table on
     /// the newest day, and push a better table to the balancers.
     Retrain(cmd::retrain::RetrainArgs),
@@ -62,6 +69,25 @@ enum Command {
     /// (`ballot balancer --help`).
     #[command(disable_help_flag = true)]
     Balancer(PassThrough),
+}
+
+/// `ballot cluster`: Ballista's scheduler and executor (`engine::cluster`).
+#[cfg(feature = "cluster")]
+type ClusterCli = engine::cluster::ClusterArgs;
+
+/// `ballot cluster` in a build without the engine: any arguments, one clear error.
+#[cfg(not(feature = "cluster"))]
+#[derive(clap::Args, Debug)]
+struct ClusterCli {
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
+    args: Vec<std::ffi::OsString>,
+}
+
+#[cfg(not(feature = "cluster"))]
+impl ClusterCli {
+    fn run(&self) -> anyhow::Result<()> {
+        Err(engine::not_built().context("ballot cluster"))
+    }
 }
 
 /// Arguments handed unchanged to another command line.
@@ -95,6 +121,8 @@ fn main() -> ExitCode {
         Command::Train(a) => cmd::train::run(a),
         Command::Grid(a) => cmd::grid::run(a),
         Command::Retrain(a) => cmd::retrain::run(a),
+        Command::Aggregate(a) => cmd::aggregate::run(a),
+        Command::Cluster(a) => a.run(),
         Command::Replay(a) => cmd::replay::run(a),
         Command::Simulate(a) => cmd::simulate::run(a),
     };

@@ -19,53 +19,16 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use common::{ballot, num, read_json, stderr, stdout};
+use common::{ballot, num, partitioned_log, read_json, stderr, stdout};
 use data::hash::term_hash;
-use data::log::{read_log, write_log_parquet, LogRecord, ReadOptions};
+use data::log::{read_log, ReadOptions};
 use data::table::{TableRow, VotingTable};
 use data::tokenizer::Tokens;
 use e2e::{http_get, start_listening, Running};
 
 const REPLICAS: u16 = 4;
-const DAYS: usize = 4;
 const TOKEN: &str = "retrain-test-token";
 const LIMIT: Duration = Duration::from_secs(30);
-/// 2006-03-01T00:00:00Z in unix ms.
-const MARCH_1: i64 = 1_141_171_200_000;
-const DAY_MS: i64 = 86_400_000;
-
-/// Generates a synthetic log and writes it as `DAYS` daily partitions of equal size;
-/// returns the frequency table's path.
-fn partitioned_log(dir: &Path) -> std::path::PathBuf {
-    let flat = dir.join("flat.parquet");
-    let run = ballot(&[
-        "gen",
-        "--queries",
-        "60000",
-        "--output",
-        flat.to_str().unwrap(),
-    ]);
-    assert!(run.status.success(), "gen: {}", stderr(&run));
-    let log = read_log(&flat, &ReadOptions::default()).expect("read the generated log");
-    let per_day = log.records.len().div_ceil(DAYS);
-    for (d, chunk) in log.records.chunks(per_day).enumerate() {
-        let day = MARCH_1 + d as i64 * DAY_MS;
-        let records: Vec<LogRecord> = chunk
-            .iter()
-            .enumerate()
-            .map(|(i, r)| LogRecord {
-                ts: Some(day + i as i64 * 1000),
-                ..r.clone()
-            })
-            .collect();
-        let folder = dir.join("lake").join(format!("date=2006-03-0{}", d + 1));
-        std::fs::create_dir_all(&folder).unwrap();
-        write_log_parquet(&folder.join("part-0.parquet"), &records).unwrap();
-    }
-    // A marker file as data lakes write them: skipped.
-    std::fs::write(dir.join("lake").join("_SUCCESS"), "").unwrap();
-    dir.join("flat.freq.tsv")
-}
 
 /// A table that places every term of the log on a replica by its hash: valid, balanced,
 /// and blind to which terms are queried together.
@@ -182,7 +145,7 @@ fn retrain_promotes_a_better_table_to_every_balancer_and_refuses_a_worse_one() {
     let _heavy = e2e::heavy();
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let freq = partitioned_log(d);
+    let freq = partitioned_log(d, 60_000, 4);
     let hashed = d.join("hashed.parquet");
     hashed_table(d, &hashed);
     let a = start_balancer(d, "a", &hashed);
@@ -317,7 +280,7 @@ fn retrain_promotes_a_better_table_to_every_balancer_and_refuses_a_worse_one() {
 fn from_and_to_select_partitions_and_records() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let freq = partitioned_log(d);
+    let freq = partitioned_log(d, 60_000, 4);
     let lake = d.join("lake");
     let stats = |extra: &[&str]| {
         let mut args = vec!["stats", "--log", lake.to_str().unwrap()];
@@ -373,7 +336,7 @@ fn from_and_to_select_partitions_and_records() {
 fn ingest_partitions_a_flat_log_by_day() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    partitioned_log(d);
+    partitioned_log(d, 60_000, 4);
     let lake = d.join("by-day");
     let run = ballot(&[
         "ingest",

@@ -49,9 +49,9 @@ pub use compact::{CompactLog, QueryColumn, Times};
 pub use error::LogError;
 pub use format::{Delimiter, LogFormat, Role, UnknownFormat};
 pub use layout::{parse_columns, ColumnRef, Layout, LayoutError, LayoutSpec, Shape};
-pub use parquet::{log_schema, write_log_parquet};
+pub use parquet::{log_schema, parquet_layout, write_log_parquet};
 pub use partitions::{
-    list_partitions, read_partitions_compact, PartitionFile, PartitionsRead, TimeRange,
+    list_partitions, read_partitions_compact, PartitionFile, PartitionsRead, TimeRange, DAY_MS,
 };
 pub use text::{OnStart, MAX_LINE_BYTES};
 

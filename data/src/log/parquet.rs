@@ -324,6 +324,22 @@ fn plan(path: &Path, schema: &Schema, spec: &LayoutSpec) -> Result<(Vec<usize>, 
     Ok((roots, layout))
 }
 
+/// The layout of a Parquet log from its schema alone (no row is read): which columns
+/// hold the query, time and user, by the rules [`read_log`](super::read_log) uses. For
+/// engines that read the file themselves (`ballot train --engine`).
+pub fn parquet_layout(path: &Path, spec: &LayoutSpec) -> Result<Layout, LogError> {
+    let file = File::open(path).map_err(|source| LogError::Io {
+        path: path.to_owned(),
+        source,
+    })?;
+    let builder =
+        ParquetRecordBatchReaderBuilder::try_new(file).map_err(|source| LogError::Parquet {
+            path: path.to_owned(),
+            source,
+        })?;
+    Ok(plan(path, builder.schema(), spec)?.1)
+}
+
 /// A user column: a string, or an integer id written out in decimal.
 enum UserCol<'a> {
     Str(StrCol<'a>),

@@ -16,8 +16,8 @@ use super::text::OnStart;
 use super::{read_into, Layout, LogError, LogRecord, Malformed, ReadOptions, ReadReport};
 use crate::time::parse_datetime_ms;
 
-/// One day in milliseconds.
-const DAY_MS: i64 = 86_400_000;
+/// Milliseconds in a day (a `date=` partition spans one).
+pub const DAY_MS: i64 = 86_400_000;
 
 /// A half-open span of time `[from_ms, to_ms)`, either end open.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -1,5 +1,6 @@
 //! One module per `ballot` subcommand.
 
+pub mod aggregate;
 pub mod build_index;
 pub mod data_cmds;
 pub mod demo;
@@ -10,3 +11,5 @@ pub mod retrain;
 pub mod simulate;
 pub mod switch;
 pub mod train;
+#[cfg(feature = "cluster")]
+pub mod train_engine;

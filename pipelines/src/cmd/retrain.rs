@@ -15,7 +15,9 @@ use balancer::policy::PolicyKind;
 use cache_sim::eviction::EvictionKind;
 use cache_sim::sim::{run_grid, GridConfig, SimResult, Trace};
 use clap::Args;
-use data::log::{list_partitions, read_partitions_compact, QueryColumn, ReadOptions, TimeRange};
+use data::log::{
+    list_partitions, read_partitions_compact, QueryColumn, ReadOptions, TimeRange, DAY_MS,
+};
 use data::table::VotingTable;
 use learner::refine::RefineConfig;
 use learner::TrainConfig;
@@ -28,9 +30,6 @@ use crate::http;
 use crate::inputs::{LayoutArgs, SizeArgs};
 use crate::progress::Stage;
 use crate::routing_args::RoutingArgs;
-
-/// One day in milliseconds.
-const DAY_MS: i64 = 86_400_000;
 
 /// Arguments of `ballot retrain`.
 #[derive(Args, Debug)]

@@ -78,6 +78,13 @@ pub struct TrainArgs {
     /// Share of the train part held out for early stopping.
     #[arg(long, default_value_t = 0.1)]
     pub validation_frac: f64,
+    /// Aggregate the fit part with an engine instead of in memory: `datafusion` (embedded)
+    /// or `ballista://HOST:PORT` (a cluster, `ballot cluster`). Needs a directory of daily
+    /// Parquet partitions; the newest day is the validation part, the days before it the
+    /// fit part (docs/learner.md, "Aggregation on an engine"). Built with the `cluster`
+    /// feature only.
+    #[arg(long, value_name = "ENGINE")]
+    pub engine: Option<crate::engine::Engine>,
     /// Output voting table (Parquet).
     #[arg(short, long)]
     pub output: PathBuf,
@@ -95,6 +102,12 @@ pub fn run(args: &TrainArgs) -> Result<()> {
     if !(args.flash_price.is_finite() && args.flash_price >= 0.0) {
         bail!("--flash-price {} must be a number >= 0", args.flash_price);
     }
+    if let Some(engine) = &args.engine {
+        #[cfg(feature = "cluster")]
+        return super::train_engine::run(args, engine);
+        #[cfg(not(feature = "cluster"))]
+        return Err(crate::engine::not_built().context(format!("--engine {engine}")));
+    }
     let dataset = args.log.load_reported()?;
     let sizes = args.sizes.load(&dataset)?;
     let order = args.split.apply(&dataset)?;
@@ -109,7 +122,20 @@ pub fn run(args: &TrainArgs) -> Result<()> {
         .iter()
         .map(|&i| dataset.queries.get(i as usize))
         .collect();
-    let cfg = TrainConfig {
+    let cfg = train_config(args, capacity)?;
+    eprintln!(
+        "training on {} queries: R = {}, capacity {} bytes per replica",
+        train_queries.len(),
+        args.replicas,
+        capacity
+    );
+    let out = train_reported(&train_queries, &sizes, &cfg)?;
+    write_outputs(args, &out)
+}
+
+/// The training configuration `args` ask for, with a per-replica `capacity`.
+pub(crate) fn train_config(args: &TrainArgs, capacity: u64) -> Result<TrainConfig> {
+    Ok(TrainConfig {
         load: args.routing.sim_load_for(balancer::PolicyKind::Table)?,
         homes: args.routing.homes,
         eviction: args.eviction,
@@ -129,14 +155,11 @@ pub fn run(args: &TrainArgs) -> Result<()> {
         },
         replay_fit_max: (args.refine_sample > 0).then_some(args.refine_sample),
         ..TrainConfig::new(args.replicas, args.cache_frac, capacity)
-    };
-    eprintln!(
-        "training on {} queries: R = {}, capacity {} bytes per replica",
-        train_queries.len(),
-        args.replicas,
-        capacity
-    );
-    let out = train_reported(&train_queries, &sizes, &cfg)?;
+    })
+}
+
+/// Writes the table, and the report and chart when asked, and prints the summary line.
+pub(crate) fn write_outputs(args: &TrainArgs, out: &learner::TrainOutput) -> Result<()> {
     out.table
         .write_parquet(&args.output)
         .context("writing the voting table")?;
@@ -192,13 +215,20 @@ pub fn train_reported(
     sizes: &data::sizes::Sizes,
     cfg: &TrainConfig,
 ) -> Result<learner::TrainOutput> {
+    reported(|on_stage, on_progress| train(queries, sizes, cfg, on_stage, on_progress))
+}
+
+/// Runs a training entry point with progress on stderr (see [`train_reported`]).
+pub(crate) fn reported(
+    run: impl FnOnce(
+        &mut dyn FnMut(&learner::report::StageTime),
+        &mut (dyn FnMut(&Progress<'_>) + Send),
+    ) -> Result<learner::TrainOutput, learner::TrainError>,
+) -> Result<learner::TrainOutput> {
     let stage = Stage::start("training");
-    let out = train(
-        queries,
-        sizes,
-        cfg,
-        |t| stage.println(&format!("{}: {:.1}s", t.stage, t.seconds)),
-        |event| {
+    let out = run(
+        &mut |t| stage.println(&format!("{}: {:.1}s", t.stage, t.seconds)),
+        &mut |event| {
             match event {
             Progress::Partitioning {
                 min_term_freq,

@@ -56,3 +56,38 @@ pub fn num(v: &serde_json::Value, key: &str) -> f64 {
         .as_f64()
         .unwrap_or_else(|| panic!("{key} is not a number in {v}"))
 }
+
+/// 2006-03-01T00:00:00Z in unix ms.
+const MARCH_1: i64 = 1_141_171_200_000;
+const DAY_MS: i64 = 86_400_000;
+
+/// Generates a synthetic log of `queries` queries (`dir/flat.parquet`) and writes it as
+/// `days` daily partitions of equal size under `dir/lake` (`date=2006-03-01/part-0.parquet`,
+/// ..., and a `_SUCCESS` marker); returns the frequency table's path.
+pub fn partitioned_log(dir: &Path, queries: usize, days: usize) -> PathBuf {
+    use data::log::{read_log, write_log_parquet, LogRecord, ReadOptions};
+    assert!((1..=9).contains(&days), "one-digit days only");
+    let flat = dir.join("flat.parquet");
+    let n = queries.to_string();
+    let run = ballot(&["gen", "--queries", &n, "--output", flat.to_str().unwrap()]);
+    assert!(run.status.success(), "gen: {}", stderr(&run));
+    let log = read_log(&flat, &ReadOptions::default()).expect("read the generated log");
+    let per_day = log.records.len().div_ceil(days);
+    for (d, chunk) in log.records.chunks(per_day).enumerate() {
+        let day = MARCH_1 + d as i64 * DAY_MS;
+        let records: Vec<LogRecord> = chunk
+            .iter()
+            .enumerate()
+            .map(|(i, r)| LogRecord {
+                ts: Some(day + i as i64 * 1000),
+                ..r.clone()
+            })
+            .collect();
+        let folder = dir.join("lake").join(format!("date=2006-03-0{}", d + 1));
+        std::fs::create_dir_all(&folder).unwrap();
+        write_log_parquet(&folder.join("part-0.parquet"), &records).unwrap();
+    }
+    // A marker file as data lakes write them: skipped.
+    std::fs::write(dir.join("lake").join("_SUCCESS"), "").unwrap();
+    dir.join("flat.freq.tsv")
+}

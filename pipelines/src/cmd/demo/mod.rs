@@ -212,6 +212,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
         routing: args.routing.clone(),
         validation_frac: 0.1,
         refine_sample: learner::train::DEFAULT_REPLAY_FIT_MAX,
+        engine: None,
         output: table.clone(),
         report: Some(args.out.join("train.json")),
         svg: Some(args.out.join("train.svg")),
