@@ -252,6 +252,34 @@ fn engine_inputs_that_cannot_work_are_refused_by_name() {
         "{err}"
     );
 
+    // The synthetic default is in memory too: Ballista cannot read it.
+    let run = ballot(&["aggregate", "--engine", "ballista://127.0.0.1:9", "-o", t]);
+    assert!(!run.status.success());
+    assert!(
+        stderr(&run).contains("the synthetic default log"),
+        "{}",
+        stderr(&run)
+    );
+
+    // The engine picks the split by day: the split flags are refused, not ignored.
+    let run = ballot(&[
+        "train",
+        "--engine",
+        "datafusion",
+        "--log",
+        lake.to_str().unwrap(),
+        "--split-time",
+        "2006-03-02T00:00:00",
+        "-o",
+        t,
+    ]);
+    assert!(!run.status.success());
+    assert!(
+        stderr(&run).contains("cannot be used with"),
+        "{}",
+        stderr(&run)
+    );
+
     let run = ballot(&[
         "aggregate",
         "--log",

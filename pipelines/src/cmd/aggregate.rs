@@ -34,6 +34,7 @@ pub struct AggregateArgs {
 pub fn run(args: &AggregateArgs) -> Result<()> {
     use crate::engine::count::{block_on, count_queries, count_texts, session, write_counts};
     use crate::engine::input;
+    use anyhow::Context;
     use data::log::TimeRange;
 
     let engine = &args.engine;
@@ -50,7 +51,8 @@ pub fn run(args: &AggregateArgs) -> Result<()> {
             let counts = block_on(async {
                 let ctx = session(engine).await?;
                 count_queries(&ctx, &files, &selected.query_column).await
-            })?;
+            })
+            .with_context(|| format!("aggregating on {engine}"))?;
             stage.finish("done");
             let source = format!(
                 "{} files (query column {:?})",
@@ -60,10 +62,12 @@ pub fn run(args: &AggregateArgs) -> Result<()> {
             (counts, source)
         }
         other => {
-            if let (Engine::Ballista { .. }, Some(path)) = (engine, other) {
+            if let Engine::Ballista { .. } = engine {
+                let what = other.map_or("the synthetic default log".to_owned(), |p| {
+                    p.display().to_string()
+                });
                 anyhow::bail!(
-                    "{}: Ballista executors read Parquet; convert the log with `ballot ingest` (--partition-by-day for a directory)",
-                    path.display()
+                    "{what}: Ballista executors read Parquet files; write the log with `ballot ingest` (--partition-by-day for a directory) or `ballot gen -o log.parquet`"
                 );
             }
             // Text formats and the synthetic default: read here, counted in-process.

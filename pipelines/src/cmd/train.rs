@@ -83,7 +83,11 @@ pub struct TrainArgs {
     /// Parquet partitions; the newest day is the validation part, the days before it the
     /// fit part (docs/learner.md, "Aggregation on an engine"). Built with the `cluster`
     /// feature only.
-    #[arg(long, value_name = "ENGINE")]
+    #[arg(
+        long,
+        value_name = "ENGINE",
+        conflicts_with_all = ["split", "shuffle_seed", "split_time", "validation_frac"]
+    )]
     pub engine: Option<crate::engine::Engine>,
     /// Output voting table (Parquet).
     #[arg(short, long)]

@@ -6,9 +6,9 @@
 
 use std::path::Path;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use cache_sim::sim::{capacity_of, distinct_bytes_of};
-use data::log::{read_partitions_compact, QueryColumn, ReadOptions, TimeRange, DAY_MS};
+use data::log::{read_partitions_compact, LogError, QueryColumn, ReadOptions, TimeRange, DAY_MS};
 use learner::train::{train_counted, CountedLog};
 
 use super::train::{reported, train_config, write_outputs, TrainArgs};
@@ -58,7 +58,8 @@ pub fn run(args: &TrainArgs, engine: &Engine) -> Result<()> {
     let counts = block_on(async {
         let ctx = session(engine).await?;
         count_queries(&ctx, &fit_files, &selected.query_column).await
-    })?;
+    })
+    .with_context(|| format!("aggregating on {engine}"))?;
     stage.finish(&format!(
         "{} records, {} distinct queries",
         counts.records(),
@@ -70,7 +71,8 @@ pub fn run(args: &TrainArgs, engine: &Engine) -> Result<()> {
         layout: spec,
         on_rows: Default::default(),
     };
-    let validation = read_day(dir, &opts, validation_day, "the validation day")?;
+    let validation = read_day(dir, &opts, validation_day, "the validation day")?
+        .with_context(|| format!("{}: the validation day has no records", dir.display()))?;
     // The refinement replays the most recent fit records: read fit days newest first
     // until the sample is full (every fit day with --refine-sample 0).
     let mut replay_days: Vec<QueryColumn> = Vec::new();
@@ -79,9 +81,11 @@ pub fn run(args: &TrainArgs, engine: &Engine) -> Result<()> {
         if args.refine_sample > 0 && replay_len >= args.refine_sample {
             break;
         }
-        let q = read_day(dir, &opts, day, "a replayed fit day")?;
-        replay_len += q.len();
-        replay_days.push(q);
+        // A day without records (the engine counted none either) adds nothing.
+        if let Some(q) = read_day(dir, &opts, day, "a replayed fit day")? {
+            replay_len += q.len();
+            replay_days.push(q);
+        }
     }
     replay_days.reverse();
     let replay: Vec<&str> = replay_days
@@ -127,15 +131,24 @@ pub fn run(args: &TrainArgs, engine: &Engine) -> Result<()> {
     write_outputs(args, &out)
 }
 
-/// The records of one day's partitions, read here (not by the engine).
-fn read_day(dir: &Path, opts: &ReadOptions, day: i64, what: &str) -> Result<QueryColumn> {
+/// The records of one day's partitions, read here (not by the engine); None when the day's
+/// files hold no record.
+fn read_day(dir: &Path, opts: &ReadOptions, day: i64, what: &str) -> Result<Option<QueryColumn>> {
     let range = TimeRange {
         from_ms: Some(day),
         to_ms: Some(day + DAY_MS),
     };
     let label = data::log::format_timestamp(day)[..10].to_owned();
     let stage = Stage::start(&format!("reading {what} {label}"));
-    let read = read_partitions_compact(dir, opts, &range, &mut |_, _| {}, &mut |_, _| {})?;
-    stage.finish(&format!("{} records", read.log.queries.len()));
-    Ok(read.log.queries)
+    match read_partitions_compact(dir, opts, &range, &mut |_, _| {}, &mut |_, _| {}) {
+        Ok(read) => {
+            stage.finish(&format!("{} records", read.log.queries.len()));
+            Ok(Some(read.log.queries))
+        }
+        Err(LogError::NoData { .. }) => {
+            stage.finish("no records");
+            Ok(None)
+        }
+        Err(e) => Err(e.into()),
+    }
 }

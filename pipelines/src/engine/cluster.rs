@@ -4,7 +4,7 @@
 //! Arrow Flight port, where other executors and the client fetch results) and the
 //! scheduler one (gRPC). Run one scheduler and any number of executors, on one machine or
 //! many; every executor must read the log files by the same paths (docs/learner.md,
-//! "Aggregation on a cluster").
+//! "Aggregation on an engine").
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -123,6 +123,19 @@ async fn executor(args: &ExecutorArgs) -> Result<()> {
             "--port 0: the executor announces its port to the scheduler; give a free port"
         );
     }
+    let external = args
+        .external_host
+        .clone()
+        .unwrap_or_else(|| args.bind_host.clone());
+    if external
+        .parse::<std::net::IpAddr>()
+        .is_ok_and(|ip| ip.is_unspecified())
+    {
+        anyhow::bail!(
+            "--bind-host {}: give --external-host, the name or address other machines reach this executor by",
+            args.bind_host
+        );
+    }
     let work_dir = match &args.work_dir {
         Some(d) => d.clone(),
         None => std::env::temp_dir().join(format!(
@@ -139,11 +152,7 @@ async fn executor(args: &ExecutorArgs) -> Result<()> {
         .to_owned();
     let config = ExecutorProcessConfig {
         bind_host: args.bind_host.clone(),
-        external_host: Some(
-            args.external_host
-                .clone()
-                .unwrap_or_else(|| args.bind_host.clone()),
-        ),
+        external_host: Some(external),
         port: args.port,
         scheduler_host: host,
         scheduler_port: port,

@@ -21,6 +21,9 @@ use datafusion::prelude::{ident, lit, DataFrame, SessionConfig, SessionContext};
 
 use super::Engine;
 
+/// Rows per Arrow batch built here.
+const BATCH_ROWS: usize = 65_536;
+
 /// Distinct query texts with their record counts, sorted by text (bytewise).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct QueryCounts {
@@ -113,9 +116,17 @@ pub async fn count_texts<'a>(
         DataType::Utf8,
         false,
     )]));
-    let texts: ArrayRef = Arc::new(StringArray::from_iter_values(texts));
-    let batch = RecordBatch::try_new(schema.clone(), vec![texts])?;
-    let table = MemTable::try_new(schema, vec![vec![batch]])?;
+    // Batches of BATCH_ROWS texts: one array of every text could pass the 2 GiB a Utf8
+    // array's offsets address.
+    let mut batches = Vec::new();
+    let mut texts = texts.into_iter().peekable();
+    while texts.peek().is_some() {
+        let chunk: ArrayRef = Arc::new(StringArray::from_iter_values(
+            texts.by_ref().take(BATCH_ROWS),
+        ));
+        batches.push(RecordBatch::try_new(schema.clone(), vec![chunk])?);
+    }
+    let table = MemTable::try_new(schema, vec![batches])?;
     count_frame(ctx.read_table(Arc::new(table))?, "query").await
 }
 
@@ -135,7 +146,7 @@ async fn count_frame(df: DataFrame, query_column: &str) -> Result<QueryCounts> {
         let texts = texts.as_string::<i32>();
         let n = b.column(1).as_primitive::<Int64Type>();
         for i in 0..b.num_rows() {
-            counts.push((texts.value(i).to_owned(), n.value(i) as u64));
+            counts.push((texts.value(i).to_owned(), n.value(i).max(0) as u64));
         }
     }
     counts.sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
@@ -148,17 +159,20 @@ pub fn write_counts(path: &Path, counts: &QueryCounts) -> Result<()> {
         Field::new("query", DataType::Utf8, false),
         Field::new("records", DataType::Int64, false),
     ]));
-    let texts: ArrayRef = Arc::new(StringArray::from_iter_values(
-        counts.counts.iter().map(|(q, _)| q.as_str()),
-    ));
-    let n: ArrayRef = Arc::new(Int64Array::from_iter_values(
-        counts.counts.iter().map(|&(_, c)| c as i64),
-    ));
-    let batch = RecordBatch::try_new(schema.clone(), vec![texts, n])?;
     let file =
         std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
-    let mut w = ArrowWriter::try_new(file, schema, None)?;
-    w.write(&batch)?;
+    let mut w = ArrowWriter::try_new(file, schema.clone(), None)?;
+    for chunk in counts.counts.chunks(BATCH_ROWS) {
+        let texts: ArrayRef = Arc::new(StringArray::from_iter_values(
+            chunk.iter().map(|(q, _)| q.as_str()),
+        ));
+        let n: ArrayRef = Arc::new(Int64Array::from_iter_values(
+            chunk
+                .iter()
+                .map(|&(_, c)| i64::try_from(c).unwrap_or(i64::MAX)),
+        ));
+        w.write(&RecordBatch::try_new(schema.clone(), vec![texts, n])?)?;
+    }
     w.close()
         .with_context(|| format!("writing {}", path.display()))?;
     Ok(())

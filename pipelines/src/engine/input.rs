@@ -1,10 +1,12 @@
 //! Which files an engine reads: a Parquet log file, or the partitions of a directory that
 //! `--from/--to` select. An engine reads whole files, so a range must not cut through a
-//! partition's day (local reads filter records by time instead; see docs/logs.md).
+//! partition's day (local reads filter records by time instead; see docs/logs.md). The
+//! schema, and so the query column, comes from the first file (DataFusion infers a listed
+//! table's schema from one file too): the partitions of one log share a schema.
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use data::log::{list_partitions, parquet_layout, LayoutSpec, Shape, TimeRange, DAY_MS};
 
 /// The files to aggregate, in path order, with their partition days (unix ms at midnight
@@ -54,12 +56,13 @@ pub fn select(log: &Path, range: &TimeRange, spec: &LayoutSpec) -> Result<Engine
         vec![(log.to_owned(), None)]
     };
     let first = &files[0].0;
-    let layout = parquet_layout(first, spec).with_context(|| {
-        format!(
-            "{}: an engine reads Parquet logs; convert other formats with `ballot ingest` (--partition-by-day for a directory)",
+    if !is_parquet(first) {
+        bail!(
+            "{}: not a Parquet file; an engine reads Parquet logs, so convert other formats with `ballot ingest` (--partition-by-day for a directory)",
             first.display()
-        )
-    })?;
+        );
+    }
+    let layout = parquet_layout(first, spec)?;
     let Shape::Parquet(columns) = layout.shape else {
         bail!("{}: not a Parquet log", first.display());
     };
