@@ -55,18 +55,39 @@ fn run_tuned(s: &Setup, tune: impl FnOnce(&mut TrainConfig)) -> (TrainOutput, Tr
         s.order.train_len,
         &s.sizes,
     );
-    let train_q: Vec<&str> = s
-        .order
+    let mut cfg = config(&trace);
+    tune(&mut cfg);
+    let out = train(&train_queries(s), &s.sizes, &cfg, |_| {}, |_| {}).unwrap();
+    (out, trace)
+}
+
+/// The train part, in evaluation order.
+fn train_queries(s: &Setup) -> Vec<&str> {
+    s.order
         .train()
         .iter()
         .map(|&i| s.queries[i as usize].as_str())
-        .collect();
+        .collect()
+}
+
+/// The tests' training setup: R = 4, 5% caches, 12 iterations, a 2,000-query window.
+fn config(trace: &Trace) -> TrainConfig {
     let mut cfg = TrainConfig::new(4, 0.05, trace.capacity_for(0.05));
     cfg.refine.iterations = 12;
     cfg.window = 2_000;
-    tune(&mut cfg);
-    let out = train(&train_q, &s.sizes, &cfg, |_| {}, |_| {}).unwrap();
-    (out, trace)
+    cfg
+}
+
+/// Fails unless `table` is within 0.02 miss bytes ratio of `reference` on the test part.
+fn assert_close_on_test(trace: &Trace, reference: &VotingTable, table: &VotingTable, what: &str) {
+    let (a, b) = (
+        on_test(trace, reference).miss_bytes_ratio,
+        on_test(trace, table).miss_bytes_ratio,
+    );
+    assert!(
+        (a - b).abs() <= 0.02,
+        "{what} {b:.4} against {a:.4} on the test part"
+    );
 }
 
 #[test]
@@ -185,14 +206,7 @@ fn a_sampled_refinement_replays_the_recent_fit_queries_and_stays_close() {
         p.validation_miss_bytes_ratio,
         p.iterations[0].validation_miss_bytes_ratio
     );
-    let (a, b) = (
-        on_test(&trace, &full.table).miss_bytes_ratio,
-        on_test(&trace, &sampled.table).miss_bytes_ratio,
-    );
-    assert!(
-        (a - b).abs() <= 0.02,
-        "sampled refinement {b:.4} against full {a:.4} on the test part"
-    );
+    assert_close_on_test(&trace, &full.table, &sampled.table, "sampled refinement");
 }
 
 #[test]
@@ -201,12 +215,7 @@ fn training_from_counts_sees_the_same_fit_part_and_trains_as_well() {
     // engines give them), every fit record replayed, the same validation records.
     let s = setup();
     let (full, trace) = run_tuned(&s, |cfg| cfg.replay_fit_max = None);
-    let train_q: Vec<&str> = s
-        .order
-        .train()
-        .iter()
-        .map(|&i| s.queries[i as usize].as_str())
-        .collect();
+    let train_q = train_queries(&s);
     let fit_len = full.report.fit_queries as usize;
     let mut counts: std::collections::BTreeMap<&str, u64> = Default::default();
     for q in &train_q[..fit_len] {
@@ -218,9 +227,7 @@ fn training_from_counts_sees_the_same_fit_part_and_trains_as_well() {
         replay: &train_q[..fit_len],
         validation: &train_q[fit_len..],
     };
-    let mut cfg = TrainConfig::new(4, 0.05, trace.capacity_for(0.05));
-    cfg.refine.iterations = 12;
-    cfg.window = 2_000;
+    let mut cfg = config(&trace);
     cfg.replay_fit_max = None;
     let counted = train_counted(&log, &s.sizes, &cfg, |_| {}, |_| {}).unwrap();
     let (f, c) = (&full.report, &counted.report);
@@ -230,14 +237,7 @@ fn training_from_counts_sees_the_same_fit_part_and_trains_as_well() {
     assert_eq!(c.prune.terms_seen, f.prune.terms_seen);
     assert_eq!(c.prune.queries_seen, f.prune.queries_seen);
     // Same inputs, another order of the graph's query vertices: a table as good.
-    let (a, b) = (
-        on_test(&trace, &full.table).miss_bytes_ratio,
-        on_test(&trace, &counted.table).miss_bytes_ratio,
-    );
-    assert!(
-        (a - b).abs() <= 0.02,
-        "trained from counts {b:.4} against from records {a:.4} on the test part"
-    );
+    assert_close_on_test(&trace, &full.table, &counted.table, "trained from counts");
     // Deterministic: the same counts give the same table.
     let again = train_counted(&log, &s.sizes, &cfg, |_| {}, |_| {}).unwrap();
     assert_eq!(again.table.rows, counted.table.rows);

@@ -360,7 +360,8 @@ fn pick_days(dir: &Path, days: usize) -> Result<(Vec<i64>, i64)> {
     Ok((before[from..].to_vec(), test))
 }
 
-fn day_label(ms: i64) -> String {
+/// `2006-03-01` for a day's midnight in unix ms.
+pub(crate) fn day_label(ms: i64) -> String {
     data::log::format_timestamp(ms)[..10].to_owned()
 }
 

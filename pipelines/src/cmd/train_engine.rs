@@ -11,6 +11,7 @@ use cache_sim::sim::{capacity_of, distinct_bytes_of};
 use data::log::{read_partitions_compact, LogError, QueryColumn, ReadOptions, TimeRange, DAY_MS};
 use learner::train::{train_counted, CountedLog};
 
+use super::retrain::day_label;
 use super::train::{reported, train_config, write_outputs, TrainArgs};
 use crate::engine::count::{block_on, count_queries, session};
 use crate::engine::{input, Engine};
@@ -109,14 +110,10 @@ pub fn run(args: &TrainArgs, engine: &Engine) -> Result<()> {
     );
     let cfg = train_config(args, capacity)?;
     eprintln!(
-        "training on {} fit records ({} distinct, {} replayed) and {} validation records: R = {}, capacity {} bytes per replica",
+        "training on {} fit records ({} distinct, the newest {} read for the replay) and {} validation records: R = {}, capacity {} bytes per replica",
         counts.records(),
         fit_counts.len(),
-        if args.refine_sample > 0 {
-            replay.len().min(args.refine_sample)
-        } else {
-            replay.len()
-        },
+        replay.len(),
         validation.len(),
         args.replicas,
         capacity
@@ -138,8 +135,7 @@ fn read_day(dir: &Path, opts: &ReadOptions, day: i64, what: &str) -> Result<Opti
         from_ms: Some(day),
         to_ms: Some(day + DAY_MS),
     };
-    let label = data::log::format_timestamp(day)[..10].to_owned();
-    let stage = Stage::start(&format!("reading {what} {label}"));
+    let stage = Stage::start(&format!("reading {what} {}", day_label(day)));
     match read_partitions_compact(dir, opts, &range, &mut |_, _| {}, &mut |_, _| {}) {
         Ok(read) => {
             stage.finish(&format!("{} records", read.log.queries.len()));

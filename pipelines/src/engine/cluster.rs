@@ -113,10 +113,7 @@ async fn scheduler(args: &SchedulerArgs) -> Result<()> {
 }
 
 async fn executor(args: &ExecutorArgs) -> Result<()> {
-    let (host, port) = args
-        .scheduler
-        .rsplit_once(':')
-        .and_then(|(h, p)| Some((h.to_owned(), p.parse::<u16>().ok()?)))
+    let (host, port) = super::split_host_port(&args.scheduler)
         .with_context(|| format!("--scheduler {:?} is not HOST:PORT", args.scheduler))?;
     if args.port == 0 {
         anyhow::bail!(
@@ -154,7 +151,7 @@ async fn executor(args: &ExecutorArgs) -> Result<()> {
         bind_host: args.bind_host.clone(),
         external_host: Some(external),
         port: args.port,
-        scheduler_host: host,
+        scheduler_host: host.to_owned(),
         scheduler_port: port,
         vcores: args.vcores,
         task_scheduling_policy: TaskSchedulingPolicy::PullStaged,

@@ -32,7 +32,7 @@ impl FromStr for Engine {
             return Ok(Engine::Embedded);
         }
         match s.strip_prefix("ballista://") {
-            Some(hp) if valid_host_port(hp) => Ok(Engine::Ballista {
+            Some(hp) if split_host_port(hp).is_some() => Ok(Engine::Ballista {
                 scheduler: hp.to_owned(),
             }),
             _ => Err(format!(
@@ -42,13 +42,11 @@ impl FromStr for Engine {
     }
 }
 
-fn valid_host_port(hp: &str) -> bool {
-    match hp.rsplit_once(':') {
-        Some((host, port)) => {
-            !host.is_empty() && !host.contains('/') && port.parse::<u16>().is_ok_and(|p| p > 0)
-        }
-        None => false,
-    }
+/// `HOST:PORT` split into its host and a non-zero port (None for anything else).
+pub fn split_host_port(hp: &str) -> Option<(&str, u16)> {
+    let (host, port) = hp.rsplit_once(':')?;
+    let port = port.parse::<u16>().ok().filter(|&p| p > 0)?;
+    (!host.is_empty() && !host.contains('/')).then_some((host, port))
 }
 
 impl std::fmt::Display for Engine {
