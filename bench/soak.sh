@@ -10,22 +10,28 @@
 #     every 5 s (closed by the header timeout, and reopened).
 #
 # Saturation is measured first on warm caches (closed loop, SAT_CONCURRENCY workers, WARM_SECS
-# seconds of warm-up then SAT_SECS seconds measured, unless RATE is set), then the load runs as back-to-back open-loop replays of WINDOW
-# seconds each (each window replays the log in a different shuffle), until DURATION.
+# seconds of warm-up then SAT_SECS seconds measured, unless RATE is set), then one open-loop
+# replay runs for DURATION seconds over CONNECTIONS keep-alive connections, reported in
+# windows of WINDOW seconds (`--interval`): a fixed client population whose connections stay
+# open, rather than a new replay per window that closes them all at once, or a connection
+# per request in flight that follows every latency spike.
 # Every SAMPLE_EVERY seconds the balancer's and each replica's resident memory (VmRSS) and
 # open file descriptors are read from /proc.
 #
 # Output (also in SOAK_DIR/report.txt): requests sent, answered and failed by kind, and the
 # p99 latency (from each request's intended send time) per window, with the chaos events of
 # that window; RSS and open descriptors over time per process; slowloris connections opened
-# and closed by the server. The raw data stay in SOAK_DIR: window-N.json (ballot replay
-# reports), events.tsv, samples.tsv, the processes' logs.
+# and closed by the server. The raw data stay in SOAK_DIR: load.json (the ballot replay
+# report, with its windows and failures by second), events.tsv, samples.tsv, the processes'
+# logs.
 #
-# Knobs (environment): DURATION (600 s), WINDOW (60 s), LOAD (0.7), RATE (whole queries/s;
+# Knobs (environment): DURATION (600 s), WINDOW (60 s), LOAD (0.7), CONNECTIONS (512: the
+# open loop's keep-alive connections, `ballot replay --connections`), RATE (whole queries/s;
 # empty: LOAD x measured saturation), WARM_SECS (10), SAT_SECS (10), SAT_CONCURRENCY (32),
 # REPLICAS (4, at least 3), SYNTH_QUERIES (200000), DOCS (200000), CACHE_FRAC (0.05 of the
 # index's postings bytes per replica), FLASH_MBPS (20 per replica; 0 = no emulation),
-# FLASH_US (100), CHAOS_EVERY (30 s), PAUSE_SECS (10), DRAIN_SECS (5), SLOWLORIS (200),
+# FLASH_US (100), CHAOS_EVERY (30 s), KILL_BUDGET (10 s: failures of requests sent within this
+# long after a kill are reported apart from all others), PAUSE_SECS (10), DRAIN_SECS (5), SLOWLORIS (200),
 # SAMPLE_EVERY (5 s), SOAK_DIR (a fresh directory under target/soak), SKIP_BUILD=1 (use the
 # binaries in BIN_DIR), BIN_DIR (target/release), BALANCER_EXTRA (top-level TOML lines added
 # to the balancer's config, `\n`-separated).
@@ -51,6 +57,8 @@ CACHE_FRAC=${CACHE_FRAC:-0.05}
 FLASH_MBPS=${FLASH_MBPS:-20}
 FLASH_US=${FLASH_US:-100}
 CHAOS_EVERY=${CHAOS_EVERY:-30}
+KILL_BUDGET=${KILL_BUDGET:-10}
+CONNECTIONS=${CONNECTIONS:-512}
 PAUSE_SECS=${PAUSE_SECS:-10}
 DRAIN_SECS=${DRAIN_SECS:-5}
 SLOWLORIS=${SLOWLORIS:-200}
@@ -101,6 +109,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 T0NS=$(date +%s%N)
+echo "$T0NS" >"$SOAK_DIR/t0_ns"
 now() { # seconds since the start, one decimal
   local d=$((($(date +%s%N) - T0NS) / 100000000))
   printf '%d.%d' $((d / 10)) $((d % 10))
@@ -191,8 +200,8 @@ print(max(1, round(r["throughput_qps"] * float(sys.argv[2]))))' "$SOAK_DIR/satur
 else
   event "open loop at RATE=$RATE q/s"
 fi
-WINDOW_QUERIES=$((RATE * WINDOW * 11 / 10 + 1000))
-[ "$WINDOW_QUERIES" -ge "$SYNTH_QUERIES" ] || WINDOW_QUERIES=$SYNTH_QUERIES
+LOAD_QUERIES=$((RATE * DURATION * 11 / 10 + 1000))
+[ "$LOAD_QUERIES" -ge "$SYNTH_QUERIES" ] || LOAD_QUERIES=$SYNTH_QUERIES
 
 # --- background: sampler, slowloris, chaos ----------------------------------------------
 sampler() {
@@ -303,19 +312,11 @@ chaos &
 BG+=($!)
 
 # --- load -------------------------------------------------------------------------------
-START=$(date +%s)
-w=0
-while [ $(($(date +%s) - START)) -lt "$DURATION" ]; do
-  w=$((w + 1))
-  left=$((DURATION - ($(date +%s) - START)))
-  secs=$((left < WINDOW ? left : WINDOW))
-  [ "$secs" -ge 1 ] || break
-  event "window $w: ${secs}s at $RATE q/s"
-  timeout $((secs + 60)) "${REPLAY[@]}" --synth-queries "$WINDOW_QUERIES" --rate "$RATE" \
-    --duration "${secs}s" --shuffle-seed "$w" \
-    --json "$SOAK_DIR/window-$w.json" >"$SOAK_DIR/window-$w.txt" 2>&1 ||
-    event "window $w: replay exited with status $?"
-done
+event "load: ${DURATION}s at $RATE q/s, reported every ${WINDOW}s"
+timeout $((DURATION + 120)) "${REPLAY[@]}" --synth-queries "$LOAD_QUERIES" --rate "$RATE" \
+  --duration "${DURATION}s" --interval "${WINDOW}s" --connections "$CONNECTIONS" \
+  --json "$SOAK_DIR/load.json" >"$SOAK_DIR/load.txt" 2>&1 ||
+  event "load: replay exited with status $?"
 event "load done"
 # Still alive and answering?
 ALIVE=$(curl -sS -m 5 -o /dev/null -w '%{http_code}' "http://$LB/healthz" || echo down)
@@ -334,32 +335,35 @@ for p in "${BG[@]}"; do kill "$p" 2>/dev/null || true; done
 BG=()
 
 # --- report -----------------------------------------------------------------------------
-python3 - "$SOAK_DIR" "$w" "$WINDOW" "$ALIVE" <<'PY' | tee "$SOAK_DIR/report.txt"
-import csv, json, os, sys
-d, windows, window, alive = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+python3 - "$SOAK_DIR" "$WINDOW" "$ALIVE" "$KILL_BUDGET" <<'PY' | tee "$SOAK_DIR/report.txt"
+import csv, json, os, statistics, sys
+d, window, alive, kill_budget = sys.argv[1], float(sys.argv[2]), sys.argv[3], float(sys.argv[4])
+t0_ms = int(open(f"{d}/t0_ns").read()) / 1e6
 events = [(float(r["t_s"]), r["event"]) for r in csv.DictReader(open(f"{d}/events.tsv"), delimiter="\t")]
-starts = [t for t, e in events if e.startswith("window ") and e.endswith("q/s")]
-print("window  start_s   sent      ok  failed  p99_ms  failures by kind; chaos events")
-tot_sent = tot_ok = 0
-kinds = {}
-for w in range(1, windows + 1):
-    p = f"{d}/window-{w}.json"
-    if not os.path.exists(p):
-        print(f"{w:>6}  (no report)")
-        continue
-    r = json.load(open(p))
-    t0 = starts[w - 1] if w - 1 < len(starts) else 0.0
-    t1 = starts[w] if w < len(starts) else float("inf")
+kills = [t for t, e in events if e.startswith("chaos: kill -9")]
+def after_kill(t):
+    return any(k <= t < k + kill_budget for k in kills)
+if not os.path.exists(f"{d}/load.json"):
+    sys.exit("no load report: see load.txt")
+r = json.load(open(f"{d}/load.json"))
+began = (r["started_unix_ms"] - t0_ms) / 1000  # the replay's start on the soak's clock
+print("window  start_s    sent      ok  failed  after-kill  p99_ms  failures by kind; chaos events")
+for iv in r["intervals"] or []:
+    t0, t1 = began + iv["start_s"], began + iv["start_s"] + window
     chaos = [e.removeprefix("chaos: ") for t, e in events if e.startswith("chaos:") and t0 <= t < t1]
-    errs = ", ".join(f"{k} {v}" for k, v in sorted(r["errors"].items())) or "-"
-    for k, v in r["errors"].items():
-        kinds[k] = kinds.get(k, 0) + v
-    tot_sent += r["sent"]
-    tot_ok += r["ok"]
-    p99 = r["latency_ms"]["p99"]
-    print(f"{w:>6}  {t0:>7.1f}  {r['sent']:>6}  {r['ok']:>6}  {r['error_total']:>6}  {p99:>6.1f}  {errs}; {'; '.join(chaos) or '-'}")
-failed = sum(kinds.values())
-print(f"total: sent {tot_sent}, ok {tot_ok}, failed {failed}" + (" (" + ", ".join(f"{k} {v}" for k, v in sorted(kinds.items())) + ")" if kinds else ""))
+    errs = ", ".join(f"{k} {v}" for k, v in sorted(iv["errors"].items())) or "-"
+    # Each failure at the second it was sent, on the soak's clock.
+    ak = sum(n for sec, n in r["failures_by_second"].items()
+             if t0 <= began + int(sec) < t1 and after_kill(began + int(sec) + 0.5))
+    w = int(iv["start_s"] // window) + 1
+    print(f"{w:>6}  {t0:>7.1f}  {iv['sent']:>6}  {iv['ok']:>6}  {iv['error_total']:>6}  {ak:>10}  "
+          f"{iv['latency_ms']['p99']:>6.1f}  {errs}; {'; '.join(chaos) or '-'}")
+failed = r["error_total"]
+after_kills = sum(n for sec, n in r["failures_by_second"].items() if after_kill(began + int(sec) + 0.5))
+kinds = ", ".join(f"{k} {v}" for k, v in sorted(r["errors"].items()))
+print(f"total: sent {r['sent']}, ok {r['ok']}, failed {failed}" + (f" ({kinds})" if kinds else "")
+      + f"; p99 {r['latency_ms']['p99']:.1f} ms")
+print(f"failed within {kill_budget:g} s after a kill: {after_kills}; failed at any other time: {failed - after_kills}")
 print(f"balancer /healthz after the soak: {alive}")
 print("counters at the end (replica counters since its last start):")
 for line in open(f"{d}/counters.txt"):
@@ -369,7 +373,8 @@ if os.path.exists(sl):
     opened, closed = open(sl).read().split()
     print(f"slowloris: {opened} connections opened, {closed} closed by the server")
 rows = list(csv.DictReader(open(f"{d}/samples.tsv"), delimiter="\t"))
-warm = starts[1] if len(starts) > 1 else 0.0
+warm = began + window  # the first window warms up
+done = next((t for t, e in events if e == "load done"), float("inf"))
 print()
 print("process  samples   rss_mb first/after-warm-up/last/max    fds first/after-warm-up/last/max")
 for name in ["balancer"] + sorted({r["process"] for r in rows} - {"balancer"}):
@@ -381,6 +386,20 @@ for name in ["balancer"] + sorted({r["process"] for r in rows} - {"balancer"}):
     fd = lambda r: int(r["fds"])
     print(f"{name:<8} {len(rs):>7}   {mb(rs[0]):6.1f} {mb(after[0]):6.1f} {mb(rs[-1]):6.1f} {max(map(mb, rs)):6.1f}"
           f"    {fd(rs[0]):5} {fd(after[0]):5} {fd(rs[-1]):5} {max(map(fd, rs)):5}")
+print()
+print("after warm-up, until the load ends: min / median / max, and the largest distance from the median")
+for name in ["balancer"] + sorted({r["process"] for r in rows} - {"balancer"}):
+    after = [r for r in rows if r["process"] == name and warm <= float(r["t_s"]) < done]
+    if not after:
+        continue
+    if len({r["pid"] for r in after}) > 1:
+        print(f"  {name:<8} restarted {len({r['pid'] for r in after}) - 1} times after warm-up: not compared")
+        continue
+    for what, key, unit in (("rss", "rss_kb", 1024), ("fds", "fds", 1)):
+        vals = [int(r[key]) / unit for r in after]
+        med = statistics.median(vals)
+        dev = max(abs(v - med) for v in vals) / med * 100 if med else 0.0
+        print(f"  {name:<8} {what}  {min(vals):8.1f} {med:8.1f} {max(vals):8.1f}   {dev:5.1f}%")
 print()
 print("rss_mb and fds over time (balancer):")
 bal = [r for r in rows if r["process"] == "balancer"]

@@ -42,6 +42,8 @@ impl Default for Behavior {
 
 struct Server {
     url: String,
+    /// Connections accepted.
+    connections: Arc<AtomicU64>,
     searches: Arc<AtomicU64>,
     paths: Arc<Mutex<Vec<String>>>,
     stop: Arc<AtomicBool>,
@@ -57,21 +59,29 @@ fn serve(b: Behavior) -> Server {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let searches = Arc::new(AtomicU64::new(0));
+    let connections = Arc::new(AtomicU64::new(0));
     let paths = Arc::new(Mutex::new(Vec::new()));
     let stop = Arc::new(AtomicBool::new(false));
-    let (s, p, st) = (searches.clone(), paths.clone(), stop.clone());
+    let (s, p, st, c) = (
+        searches.clone(),
+        paths.clone(),
+        stop.clone(),
+        connections.clone(),
+    );
     std::thread::spawn(move || {
         for conn in listener.incoming() {
             if st.load(Ordering::SeqCst) {
                 break;
             }
             let Ok(conn) = conn else { continue };
+            c.fetch_add(1, Ordering::SeqCst);
             let (s, p) = (s.clone(), p.clone());
             std::thread::spawn(move || handle(conn, b, &s, &p));
         }
     });
     Server {
         url,
+        connections,
         searches,
         paths,
         stop,
@@ -231,6 +241,57 @@ fn open_loop_keeps_the_rate() {
 }
 
 #[test]
+fn open_loop_over_fixed_connections_keeps_the_rate_on_that_many_connections() {
+    // Each answer takes 20 ms, so 4 connections carry at most 200/s: at 100/s nobody
+    // waits; at 400/s requests wait for a connection, and that wait counts in their
+    // latency from the intended send time.
+    let srv = serve(Behavior {
+        delay: Duration::from_millis(20),
+        ..Behavior::default()
+    });
+    let doc = ok_run(&[
+        "--target",
+        &srv.url,
+        "--rate",
+        "100",
+        "--duration",
+        "1s",
+        "--connections",
+        "4",
+    ]);
+    assert_eq!(doc["ok"], 100);
+    assert_eq!(doc["config"]["connections"], 4);
+    // The reachability check opens one connection of its own.
+    let opened = srv.connections.load(Ordering::SeqCst);
+    assert!((4..=5).contains(&opened), "{opened} connections");
+    let doc = ok_run(&[
+        "--target",
+        &srv.url,
+        "--rate",
+        "400",
+        "--duration",
+        "1s",
+        "--connections",
+        "4",
+    ]);
+    assert_eq!(doc["ok"], 400);
+    let opened = srv.connections.load(Ordering::SeqCst) - opened;
+    assert!((4..=5).contains(&opened), "{opened} connections");
+    let p50 = doc["latency_ms"]["p50"].as_f64().unwrap();
+    let service_p50 = doc["service_latency_ms"]["p50"].as_f64().unwrap();
+    assert!(
+        p50 > service_p50 + 5.0,
+        "waiting for a connection counts: p50 {p50} ms from the intended send, {service_p50} ms from the actual one"
+    );
+    let (out, _) = replay(&["--target", &srv.url, "--connections", "4"]);
+    assert!(
+        !out.status.success() && stderr(&out).contains("--rate"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
 fn http_errors_are_counted_by_status() {
     let srv = serve(Behavior {
         fail_every: 5,
@@ -248,6 +309,70 @@ fn http_errors_are_counted_by_status() {
     assert_eq!(doc["error_total"], 40);
     assert_eq!(doc["ok"], 160);
     assert_eq!(doc["latency_ms"]["count"], 160);
+}
+
+#[test]
+fn intervals_and_failure_seconds_add_up_to_the_totals() {
+    let srv = serve(Behavior {
+        fail_every: 4,
+        ..Behavior::default()
+    });
+    // Open loop, 2.5 s in intervals of 1 s: three intervals, the last one half full.
+    let doc = ok_run(&[
+        "--target",
+        &srv.url,
+        "--rate",
+        "400",
+        "--duration",
+        "2500ms",
+        "--interval",
+        "1s",
+    ]);
+    let rows = doc["intervals"].as_array().expect("intervals");
+    assert_eq!(rows.len(), 3, "{rows:?}");
+    let sum = |key: &str| rows.iter().map(|r| r[key].as_u64().unwrap()).sum::<u64>();
+    assert_eq!(sum("sent"), doc["sent"].as_u64().unwrap());
+    assert_eq!(sum("ok"), doc["ok"].as_u64().unwrap());
+    assert_eq!(sum("error_total"), doc["error_total"].as_u64().unwrap());
+    assert_eq!(rows[0]["start_s"], 0.0);
+    assert_eq!(rows[2]["start_s"], 2.0);
+    assert_eq!(rows[0]["sent"], 400, "a whole second at 400/s");
+    assert_eq!(rows[2]["sent"], 200, "half a second");
+    for r in rows {
+        assert_eq!(
+            r["latency_ms"]["count"], r["ok"],
+            "each interval's latencies are its answers: {r}"
+        );
+    }
+    // Failures by send second: seconds 0, 1 and 2, summing to the total.
+    let by_second = doc["failures_by_second"].as_object().expect("by second");
+    let keys: Vec<&str> = by_second.keys().map(String::as_str).collect();
+    assert_eq!(keys, ["0", "1", "2"]);
+    let total: u64 = by_second.values().map(|v| v.as_u64().unwrap()).sum();
+    assert_eq!(total, doc["error_total"].as_u64().unwrap());
+    assert!(total > 0);
+    assert!(doc["started_unix_ms"].as_u64().unwrap() > 1_700_000_000_000);
+
+    // Closed loop: the intervals add up too; without --interval there are none.
+    let doc = ok_run(&[
+        "--target",
+        &srv.url,
+        "--concurrency",
+        "2",
+        "--queries",
+        "200",
+        "--interval",
+        "1m",
+    ]);
+    let rows = doc["intervals"].as_array().expect("intervals");
+    assert_eq!(rows.len(), 1);
+    assert_eq!(
+        (rows[0]["sent"].as_u64(), rows[0]["ok"].as_u64()),
+        (Some(200), Some(150))
+    );
+    assert_eq!(rows[0]["errors"]["http_503"], 50);
+    let doc = ok_run(&["--target", &srv.url, "--queries", "10"]);
+    assert!(doc["intervals"].is_null());
 }
 
 #[test]
@@ -330,6 +455,7 @@ fn bad_arguments_are_clear_errors() {
             vec!["--target", &srv.url, "--stats-from", "nope"],
             "--stats-from",
         ),
+        (vec!["--target", &srv.url, "--interval", "0s"], "--interval"),
     ] {
         let (out, _) = replay(&args);
         let err = stderr(&out);

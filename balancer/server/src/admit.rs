@@ -4,34 +4,59 @@
 //! Google's SRE book ("Handling overload") and of HAProxy's `maxconn` with no queue, so a
 //! burst cannot grow the balancer's memory or its upstream connections without bound. And
 //! per replica slot: [`InFlightGuard`] counts an upstream request in the shared
-//! [`InFlight`] load (`balancer::load`) until its response body is relayed.
+//! [`InFlight`] load (`balancer::load`) until its response body is relayed, and then wakes
+//! one request waiting in the queue for a replica slot (`replica_max_in_flight`; see
+//! [`crate::proxy`]).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use balancer::load::InFlight;
+use tokio::sync::Notify;
 
 /// An upstream request in flight on a replica slot; dropping it ends the request.
 #[derive(Debug)]
 pub struct InFlightGuard {
     loads: Arc<InFlight>,
     slot: usize,
+    freed: Arc<Notify>,
 }
 
 impl InFlightGuard {
-    /// Counts a request on `slot` of `loads` until the guard drops.
-    pub fn start(loads: &Arc<InFlight>, slot: usize) -> Self {
+    /// Counts a request on `slot` of `loads` until the guard drops; then `freed` wakes one
+    /// waiter.
+    pub fn start(loads: &Arc<InFlight>, slot: usize, freed: &Arc<Notify>) -> Self {
         loads.start(slot);
         InFlightGuard {
             loads: Arc::clone(loads),
             slot,
+            freed: Arc::clone(freed),
         }
+    }
+
+    /// Like [`InFlightGuard::start`], unless `slot` already holds `cap` requests (`cap`
+    /// 0: no cap).
+    pub fn try_start(
+        loads: &Arc<InFlight>,
+        slot: usize,
+        cap: u64,
+        freed: &Arc<Notify>,
+    ) -> Option<Self> {
+        if cap == 0 {
+            return Some(Self::start(loads, slot, freed));
+        }
+        loads.try_start(slot, cap).then(|| InFlightGuard {
+            loads: Arc::clone(loads),
+            slot,
+            freed: Arc::clone(freed),
+        })
     }
 }
 
 impl Drop for InFlightGuard {
     fn drop(&mut self) {
         self.loads.finish(self.slot);
+        self.freed.notify_one();
     }
 }
 

@@ -24,6 +24,9 @@
 //! idle_timeout_ms = 60000             # client: keep-alive connection idle at most this
 //! max_connections = 10000             # open client connections (lowered to fit ulimit -n)
 //! max_in_flight = 4096                # client requests in flight; past it 503 + Retry-After
+//! replica_max_in_flight = 128         # requests in flight per replica (0: no cap); past it a
+//!                                     # request waits in the balancer's queue for a free slot
+//! queue_timeout_ms = 2000             #   at most this long (within the deadline), then 503
 //! admin_max_upload_bytes = 67108864   # largest POST /admin/table body
 //! tables_dir = "tables"               # {"path": ...} reloads only read tables in here
 //! access_log = false                  # one log line per client request
@@ -250,6 +253,17 @@ pub struct Config {
     /// Client requests in flight at most; past it a request gets 503 with `Retry-After`.
     #[serde(default = "default_max_in_flight")]
     pub max_in_flight: usize,
+    /// Requests in flight on one replica at most (HAProxy's server `maxconn`; 0: no cap).
+    /// A replica at its cap counts as full: routing skips it, and when every live replica
+    /// is at its cap the request waits in the balancer's queue for the first slot that
+    /// frees, instead of piling onto a replica that would shed it. Keep it below the
+    /// replicas' own `--max-inflight` (256 by default) divided by the balancers in front.
+    #[serde(default = "default_replica_max_in_flight")]
+    pub replica_max_in_flight: u64,
+    /// Longest wait in that queue (HAProxy's `timeout queue`), within the request's
+    /// deadline; past it the answer is 503 with `Retry-After`.
+    #[serde(default = "default_queue_timeout_ms")]
+    pub queue_timeout_ms: u64,
     /// Largest accepted `POST /admin/table` body (and table file read by a path reload).
     #[serde(default = "default_admin_max_upload_bytes")]
     pub admin_max_upload_bytes: u64,
@@ -330,6 +344,12 @@ fn default_idle_timeout_ms() -> u64 {
 fn default_max_in_flight() -> usize {
     4096
 }
+fn default_replica_max_in_flight() -> u64 {
+    128
+}
+fn default_queue_timeout_ms() -> u64 {
+    2000
+}
 fn default_admin_max_upload_bytes() -> u64 {
     64 << 20
 }
@@ -358,6 +378,11 @@ impl Validated {
     /// One upstream attempt.
     pub fn request_timeout(&self) -> Duration {
         Duration::from_millis(self.config.request_timeout_ms)
+    }
+
+    /// Longest wait for a replica slot.
+    pub fn queue_timeout(&self) -> Duration {
+        Duration::from_millis(self.config.queue_timeout_ms)
     }
 
     /// The whole client request.
@@ -511,6 +536,18 @@ impl Config {
                 config.max_in_flight
             )));
         }
+        if config.replica_max_in_flight > 1_000_000 {
+            return Err(invalid(format!(
+                "replica_max_in_flight must be at most 1000000 (0: no cap), got {}",
+                config.replica_max_in_flight
+            )));
+        }
+        if config.queue_timeout_ms > 60_000 {
+            return Err(invalid(format!(
+                "queue_timeout_ms must be at most 60000, got {}",
+                config.queue_timeout_ms
+            )));
+        }
         if !(1024..=1 << 32).contains(&config.admin_max_upload_bytes) {
             return Err(invalid(format!(
                 "admin_max_upload_bytes must be between 1024 and 4294967296, got {}",
@@ -613,6 +650,8 @@ address = "127.0.0.1:9000"
         assert!(v.config.admin_listen.ip().is_loopback());
         assert_eq!(v.config.client_limits(), serving::Limits::default());
         assert_eq!(v.config.max_in_flight, 4096);
+        assert_eq!(v.config.replica_max_in_flight, 128);
+        assert_eq!(v.queue_timeout(), Duration::from_millis(2000));
         assert_eq!(v.config.admin_max_upload_bytes, 64 << 20);
         assert!(v.config.tables_dir.is_none() && !v.config.access_log);
     }
@@ -634,6 +673,14 @@ address = "127.0.0.1:9000"
             (format!("idle_timeout_ms = 0\n{BASE}"), "idle timeout"),
             (format!("max_connections = 0\n{BASE}"), "connection cap"),
             (format!("max_in_flight = 0\n{BASE}"), "max_in_flight"),
+            (
+                format!("replica_max_in_flight = 2000000\n{BASE}"),
+                "replica_max_in_flight",
+            ),
+            (
+                format!("queue_timeout_ms = 60001\n{BASE}"),
+                "queue_timeout_ms",
+            ),
             (
                 format!("admin_max_upload_bytes = 10\n{BASE}"),
                 "admin_max_upload_bytes",

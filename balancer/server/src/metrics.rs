@@ -22,6 +22,9 @@ pub const EJECTIONS: &str = "ballot_ejections_total";
 pub const SHED: &str = "ballot_upstream_shed_total";
 /// Requests in flight, by replica.
 pub const IN_FLIGHT: &str = "ballot_in_flight";
+/// Client requests waiting for a replica slot (every live replica at
+/// `replica_max_in_flight`).
+pub const QUEUED: &str = "ballot_queued";
 /// Whether a replica is live (healthy, enabled), by replica.
 pub const REPLICA_UP: &str = "ballot_replica_up";
 /// Routing-decision latency (tokenize, hash, route), seconds.
@@ -90,6 +93,7 @@ fn describe() {
         "Queries a replica shed with 503 and the balancer retried on another replica"
     );
     describe_gauge!(IN_FLIGHT, "Requests in flight per replica");
+    describe_gauge!(QUEUED, "Client requests waiting for a replica slot");
     describe_gauge!(REPLICA_UP, "1 if the replica is healthy and enabled");
     describe_histogram!(ROUTE_SECONDS, "Routing decision latency in seconds");
     describe_histogram!(UPSTREAM_SECONDS, "Upstream latency to response headers");

@@ -13,7 +13,11 @@
 //! response body included.
 //!
 //! Before routing, a request must find a place among `max_in_flight` ([`admit`](crate::admit)):
-//! past it the answer is 503 with `Retry-After: 1`. The client's end-to-end headers go to
+//! past it the answer is 503 with `Retry-After: 1`. A replica holding
+//! `replica_max_in_flight` requests is skipped; when every live replica does, the request
+//! waits in the balancer's queue (HAProxy's `maxconn` and `timeout queue`) for the first
+//! slot that frees, up to `queue_timeout_ms`, so a burst waits here instead of being shed
+//! by the replicas. The client's end-to-end headers go to
 //! the replica with `x-forwarded-for` and `x-request-id` added ([`forward`]),
 //! and every answer echoes the request id.
 
@@ -35,13 +39,13 @@ use hyper::body::Bytes;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use metrics::{Counter, Histogram};
+use metrics::{Counter, Gauge, Histogram};
 
 use crate::access;
-use crate::admit::Admission;
+use crate::admit::{Admission, InFlightGuard};
 use crate::forward::{self, X_REQUEST_ID};
 use crate::metrics as m;
-use crate::state::{Choice, State};
+use crate::state::{Choice, State, Unrouted};
 use crate::upstream::{Relay, RelayParts};
 use balancer::policy::{hash_tokens, QueryKey, Reason};
 use data::query::extract_q;
@@ -69,6 +73,16 @@ pub struct Proxy {
     route_seconds: Histogram,
     retries: Counter,
     failures: Counter,
+    queued: Gauge,
+}
+
+/// Leaves the queue (the gauge) when dropped, however the wait ends.
+struct Leave<'a>(&'a Gauge);
+
+impl Drop for Leave<'_> {
+    fn drop(&mut self) {
+        self.0.decrement(1.0);
+    }
 }
 
 /// A JSON error response.
@@ -102,11 +116,12 @@ impl Proxy {
             route_seconds: metrics::histogram!(m::ROUTE_SECONDS),
             retries: metrics::counter!(m::RETRIES),
             failures: metrics::counter!(m::UPSTREAM_FAILURES),
+            queued: metrics::gauge!(m::QUEUED),
         }
     }
 
     /// Tokenizes, hashes and routes `q`, skipping `exclude`.
-    fn route(&self, q: &str, exclude: u64) -> Option<Choice> {
+    fn route(&self, q: &str, exclude: u64) -> Result<Choice, Unrouted> {
         let start = Instant::now();
         let choice = BUF.with(|b| {
             let mut b = b.borrow_mut();
@@ -117,6 +132,63 @@ impl Proxy {
         });
         self.route_seconds.record(start.elapsed().as_secs_f64());
         choice
+    }
+
+    /// Routes `q` and takes a place on the chosen replica. A replica that filled up since
+    /// routing looked (another request took its last place) counts as every replica
+    /// being full: the caller waits and routes again.
+    fn place(&self, q: &str, exclude: u64) -> Result<(Choice, InFlightGuard), Unrouted> {
+        let choice = self.route(q, exclude)?;
+        match self.state.try_start(choice.index) {
+            Some(guard) => Ok((choice, guard)),
+            None => Err(Unrouted::AllFull),
+        }
+    }
+
+    /// Waits in the queue until a replica slot frees and `q` routes (HAProxy's queue at a
+    /// server's `maxconn`): each request that ends wakes the oldest waiter, which routes
+    /// again. Gives up at `queue_timeout_ms` or the request's deadline, whichever comes
+    /// first, with 503 and `Retry-After`; or with the usual 503 when no replica is left.
+    async fn wait_for_slot(
+        &self,
+        q: &str,
+        exclude: u64,
+        deadline: Instant,
+    ) -> Result<(Choice, InFlightGuard), Response> {
+        let cfg = &self.state.cfg;
+        let until = deadline.min(Instant::now() + cfg.queue_timeout());
+        self.queued.increment(1.0);
+        let _leave = Leave(&self.queued);
+        loop {
+            let freed = self.state.slot_freed.notified();
+            tokio::pin!(freed);
+            // Registered before routing again, so a slot freed in between is not missed.
+            freed.as_mut().enable();
+            match self.place(q, exclude) {
+                Ok(placed) => return Ok(placed),
+                Err(Unrouted::NoReplica) => {
+                    metrics::counter!(m::CLIENT_ERRORS, "kind" => "no_replica").increment(1);
+                    return Err(json_error(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "no live replica",
+                    ));
+                }
+                Err(Unrouted::AllFull) => {}
+            }
+            if tokio::time::timeout_at(until.into(), freed).await.is_err() {
+                metrics::counter!(m::CLIENT_ERRORS, "kind" => "queue_timeout").increment(1);
+                let mut r = json_error(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    format!(
+                        "queue timeout: every replica held {} requests for {} ms; retry later",
+                        cfg.config.replica_max_in_flight, cfg.config.queue_timeout_ms
+                    ),
+                );
+                r.headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+                return Err(r);
+            }
+        }
     }
 
     /// Handles `GET /search` with the client's `headers`, from `peer`.
@@ -197,12 +269,17 @@ impl Proxy {
                     format!("deadline passed after {attempt} attempts: {last_error}"),
                 );
             };
-            let Some(choice) = self.route(&q, exclude) else {
-                if attempt == 0 {
+            let (choice, guard) = match self.place(&q, exclude) {
+                Ok(placed) => placed,
+                Err(Unrouted::AllFull) => match self.wait_for_slot(&q, exclude, deadline).await {
+                    Ok(placed) => placed,
+                    Err(resp) => return resp,
+                },
+                Err(Unrouted::NoReplica) if attempt == 0 => {
                     metrics::counter!(m::CLIENT_ERRORS, "kind" => "no_replica").increment(1);
                     return json_error(StatusCode::SERVICE_UNAVAILABLE, "no live replica");
                 }
-                break;
+                Err(Unrouted::NoReplica) => break,
             };
             let reason_ix = if attempt == 0 {
                 reason_index(choice.reason)
@@ -210,7 +287,8 @@ impl Proxy {
                 self.retries.increment(1);
                 3
             };
-            let guard = self.state.start(choice.index);
+            // The wait for a slot may have used some of the time left.
+            let left = deadline.saturating_duration_since(Instant::now()).min(left);
             let timeout = left.min(cfg.request_timeout());
             let sent = Instant::now();
             if let Some(a) = access.as_mut() {

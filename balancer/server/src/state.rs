@@ -20,6 +20,7 @@ use balancer::policy::{
 use balancer::ramp::{RampPolicy, RampedTable, SharedVotes};
 use data::rng::Rng;
 use hyper::body::Bytes;
+use tokio::sync::Notify;
 
 use crate::admit::InFlightGuard;
 use crate::config::Validated;
@@ -118,6 +119,16 @@ pub struct Choice {
     pub reason: Reason,
 }
 
+/// Why a query could not be routed now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unrouted {
+    /// No replica is left to try (none is a member, enabled and not yet tried).
+    NoReplica,
+    /// Some replica could take it, but every such replica holds `replica_max_in_flight`
+    /// requests: wait for a slot ([`State::slot_freed`]).
+    AllFull,
+}
+
 /// Everything the handlers share.
 pub struct State {
     /// The validated config.
@@ -136,6 +147,8 @@ pub struct State {
     pub window: Option<Window>,
     /// Routed queries (first attempts): the slow-start clock.
     pub clock: Arc<QueryClock>,
+    /// Wakes one request waiting for a replica slot each time an upstream request ends.
+    pub slot_freed: Arc<Notify>,
     seed: AtomicU64,
 }
 
@@ -201,6 +214,7 @@ impl State {
             in_flight: Arc::new(InFlight::new(MAX_REPLICAS)),
             window,
             clock,
+            slot_freed: Arc::new(Notify::new()),
             seed: AtomicU64::new(seed),
         })
     }
@@ -228,22 +242,52 @@ impl State {
         }
     }
 
+    /// The replicas holding `replica_max_in_flight` requests or more, as a bit mask (0
+    /// without a cap). Other requests may take places between this read and
+    /// [`State::try_start`], which holds the cap exactly.
+    fn full_mask(&self, members: &Members) -> u64 {
+        let cap = self.cfg.config.replica_max_in_flight;
+        if cap == 0 {
+            return 0;
+        }
+        let mut full = 0u64;
+        for i in 0..members.slots.len().min(MAX_REPLICAS) {
+            if self.in_flight.count(i) >= cap {
+                full |= 1 << i;
+            }
+        }
+        full
+    }
+
     /// Routes `query`, skipping the replicas in `exclude` (the ones a request already
-    /// failed on): the policy's decision over the server's [`View`]. `None` when no
-    /// replica can take it. Allocation-free.
-    pub fn route(&self, query: &QueryKey<'_>, exclude: u64) -> Option<Choice> {
+    /// failed on) and the ones at `replica_max_in_flight`: the policy's decision over the
+    /// server's [`View`]. Allocation-free.
+    pub fn route(&self, query: &QueryKey<'_>, exclude: u64) -> Result<Choice, Unrouted> {
         let members = self.members.load();
         let base: &dyn LoadView = match &self.window {
             Some(w) => w,
             None => &*self.in_flight,
         };
         let vcfg = self.view_config();
-        let mut view = View::new(&members, base, &self.in_flight, exclude, false, vcfg);
+        let full = self.full_mask(&members);
+        let view_of = |ignore_health: bool, skip: u64| {
+            View::new(&members, base, &self.in_flight, skip, ignore_health, vcfg)
+        };
+        let mut view = view_of(false, exclude | full);
         if view.live_bits() == 0 {
-            // Every remaining replica is ejected: try them anyway rather than fail.
-            view = View::new(&members, base, &self.in_flight, exclude, true, vcfg);
+            // Every remaining replica is ejected or full. Full ones come back when a
+            // request ends: wait for them. Ejected ones only: try them anyway rather than
+            // fail.
+            if full != 0 && view_of(false, exclude).live_bits() != 0 {
+                return Err(Unrouted::AllFull);
+            }
+            view = view_of(true, exclude | full);
             if view.live_bits() == 0 {
-                return None;
+                return Err(if full != 0 && view_of(true, exclude).live_bits() != 0 {
+                    Unrouted::AllFull
+                } else {
+                    Unrouted::NoReplica
+                });
             }
         }
         let seed = self
@@ -253,9 +297,13 @@ impl State {
         let d = self.routing.load().policy.route(query, &view, &mut rng);
         let index = usize::from(d.replica);
         if !view.is_live(index) {
-            return None;
+            return Err(Unrouted::NoReplica);
         }
-        let replica = members.slots.get(index)?.as_ref()?;
+        let replica = members
+            .slots
+            .get(index)
+            .and_then(Option::as_ref)
+            .ok_or(Unrouted::NoReplica)?;
         if exclude == 0 {
             // First attempts only: a retry is the same query, as in the simulator.
             self.clock.tick();
@@ -263,16 +311,23 @@ impl State {
                 w.record(index, 1);
             }
         }
-        Some(Choice {
+        Ok(Choice {
             replica: Arc::clone(replica),
             index,
             reason: d.reason,
         })
     }
 
-    /// Counts a request in flight on slot `index` until the guard drops.
-    pub fn start(&self, index: usize) -> InFlightGuard {
-        InFlightGuard::start(&self.in_flight, index)
+    /// Counts a request in flight on slot `index` until the guard drops, unless the
+    /// replica already holds `replica_max_in_flight` (another request took the last place
+    /// since [`State::route`] looked): then `None`, and the caller routes again.
+    pub fn try_start(&self, index: usize) -> Option<InFlightGuard> {
+        InFlightGuard::try_start(
+            &self.in_flight,
+            index,
+            self.cfg.config.replica_max_in_flight,
+            &self.slot_freed,
+        )
     }
 
     /// With `load = "work"`: records a query answered by slot `index` that read

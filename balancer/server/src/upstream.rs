@@ -1,18 +1,22 @@
-//! Keep-alive HTTP/1 connections to one replica: a LIFO stack of idle hyper
+//! Keep-alive HTTP/1 connections to one replica: a FIFO queue of idle hyper
 //! `SendRequest` handles (HAProxy's `http-reuse always`: any idle connection serves any
-//! request), each connection driven by its own task.
+//! request), each connection driven by its own task. FIFO, not LIFO: every idle connection
+//! is reused in turn, so under a steady load the set of open connections keeps the size a
+//! burst gave it (at most `replica_max_in_flight` per worker) instead of letting the
+//! replica close the idle tail and reopening it at the next burst.
 //!
 //! Replaces hyper-util's legacy pooled client on the request path. Under wrk that client
 //! cost, per request: formatting and re-parsing an absolute URI, a SipHash lookup of the
 //! pool key under a lock, rewriting the URI to origin form, formatting a `Host` header, and
 //! one extra spawned task to wait for the connection to become ready again before it is
 //! pooled. Here the request is built in origin form with a `Host` value made once, and a
-//! connection returns to the stack when the response body has been relayed (see
+//! connection returns to the queue when the response body has been relayed (see
 //! [`Relay`]). A connection idle for [`MAX_IDLE_AGE`] is not reused (the replica may be
 //! closing it: its idle keep-alive timeout must stay above this age), and the relay of a
 //! response body stops at the client request's deadline.
 
 use std::cell::Cell;
+use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -39,7 +43,7 @@ pub const MAX_IDLE_AGE: Duration = Duration::from_secs(20);
 
 /// Idle connections kept per replica and worker (as `pool_max_idle_per_host` was).
 const MAX_IDLE: usize = 256;
-/// Idle stacks per replica: a worker thread takes connections from its own stack, so a
+/// Idle queues per replica: a worker thread takes connections from its own queue, so a
 /// connection is driven by the runtime of the worker that uses it.
 const SHARDS: usize = 16;
 
@@ -47,7 +51,7 @@ thread_local! {
     static WORKER: Cell<usize> = const { Cell::new(0) };
 }
 
-/// This thread's worker number (0 for the main thread): which idle stack it uses.
+/// This thread's worker number (0 for the main thread): which idle queue it uses.
 pub fn worker() -> usize {
     WORKER.with(Cell::get)
 }
@@ -87,7 +91,7 @@ impl std::fmt::Display for UpstreamError {
 pub struct Pool {
     address: String,
     host: HeaderValue,
-    idle: [Mutex<Vec<(Sender, Instant)>>; SHARDS],
+    idle: [Mutex<VecDeque<(Sender, Instant)>>; SHARDS],
 }
 
 impl Pool {
@@ -96,7 +100,7 @@ impl Pool {
         Ok(Pool {
             address: address.to_owned(),
             host: HeaderValue::from_str(address).map_err(|e| format!("{address}: {e}"))?,
-            idle: std::array::from_fn(|_| Mutex::new(Vec::new())),
+            idle: std::array::from_fn(|_| Mutex::new(VecDeque::new())),
         })
     }
 
@@ -108,19 +112,15 @@ impl Pool {
             .sum()
     }
 
-    fn shard(&self) -> &Mutex<Vec<(Sender, Instant)>> {
+    fn shard(&self) -> &Mutex<VecDeque<(Sender, Instant)>> {
         &self.idle[worker() % SHARDS]
     }
 
     fn take(&self) -> Option<Sender> {
         let mut idle = self.shard().lock().unwrap_or_else(|e| e.into_inner());
-        while let Some((s, since)) = idle.pop() {
-            if since.elapsed() > MAX_IDLE_AGE {
-                // A stack: every connection below this one has been idle longer.
-                idle.clear();
-                return None;
-            }
-            if !s.is_closed() {
+        // Oldest first: one idle too long is dropped (closing it), and the next is newer.
+        while let Some((s, since)) = idle.pop_front() {
+            if since.elapsed() <= MAX_IDLE_AGE && !s.is_closed() {
                 return Some(s);
             }
         }
@@ -133,7 +133,7 @@ impl Pool {
         }
         let mut idle = self.shard().lock().unwrap_or_else(|e| e.into_inner());
         if idle.len() < MAX_IDLE {
-            idle.push((s, Instant::now()));
+            idle.push_back((s, Instant::now()));
         }
     }
 

@@ -1,15 +1,16 @@
 //! The `balancer` binary under hostile clients and misbehaving replicas, over loopback:
 //! slowloris and idle connections, the connection cap, a low open-file limit, admin
 //! uploads without a token, the path-reload oracle, signals during start-up and shutdown,
-//! a replica that stalls mid-body, the bound on requests in flight, and the headers sent
-//! upstream. The replicas are minimal HTTP/1.1 backends written here; every wait has a
+//! a replica that stalls mid-body, the bound on requests in flight, the per-replica cap
+//! and its queue, and the headers sent upstream. The replicas are minimal HTTP/1.1 backends written here; every wait has a
 //! deadline.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -21,11 +22,20 @@ const TOKEN: &str = "s3cret";
 
 // ---------------------------------------------------------------- backends
 
+/// Requests a backend is answering now, and the most it ever answered at once.
+#[derive(Default)]
+struct Concurrency {
+    now: AtomicUsize,
+    max: AtomicUsize,
+}
+
 /// What a backend does with one `/search` request.
 #[derive(Clone)]
 enum Reply {
     /// 200 with this body after this many milliseconds.
     Body(u64, String),
+    /// 200 after this many milliseconds, counting the requests answered at once.
+    Counted(u64, Arc<Concurrency>),
     /// 200 with the request's headers as the body, one `name: value` per line.
     EchoHeaders,
     /// Headers promising 1,000 bytes, 10 of them, then a stall of 10 s.
@@ -66,6 +76,13 @@ fn serve_backend(stream: TcpStream, reply: Reply) {
                 Reply::Body(ms, b) => {
                     thread::sleep(Duration::from_millis(*ms));
                     b.clone()
+                }
+                Reply::Counted(ms, c) => {
+                    let now = c.now.fetch_add(1, Ordering::SeqCst) + 1;
+                    c.max.fetch_max(now, Ordering::SeqCst);
+                    thread::sleep(Duration::from_millis(*ms));
+                    c.now.fetch_sub(1, Ordering::SeqCst);
+                    "counted".to_owned()
                 }
                 Reply::EchoHeaders => headers,
                 Reply::StallMidBody => {
@@ -739,6 +756,67 @@ fn requests_past_max_in_flight_get_503_with_retry_after() {
         assert_eq!(t.join().unwrap().status, 200);
     }
     assert_eq!(lb.search("after").status, 200);
+}
+
+#[test]
+fn past_replica_max_in_flight_requests_wait_in_the_queue_then_time_out() {
+    // Two replicas of 2 places each; 12 requests of 300 ms at once: 4 are answered at a
+    // time, the others wait in the balancer's queue instead of reaching a replica.
+    let seen = Arc::new(Concurrency::default());
+    let b0 = Backend::start(Reply::Counted(300, Arc::clone(&seen)));
+    let b1 = Backend::start(Reply::Counted(300, Arc::clone(&seen)));
+    let lb = spawn(&config(
+        &[&b0, &b1],
+        "replica_max_in_flight = 2\nqueue_timeout_ms = 2500",
+    ));
+    let addr = lb.addr;
+    let start = Instant::now();
+    let all: Vec<_> = (0..12)
+        .map(|i| thread::spawn(move || request(addr, "GET", &format!("/search?q=q{i}"), &[], b"")))
+        .collect();
+    for t in all {
+        let r = t.join().unwrap();
+        assert_eq!(r.status, 200, "{}", r.text());
+    }
+    let took = start.elapsed();
+    eprintln!(
+        "12 requests through 4 places in {took:?}; at most {} at once upstream",
+        seen.max.load(Ordering::SeqCst)
+    );
+    assert_eq!(seen.max.load(Ordering::SeqCst), 4, "the cap holds exactly");
+    assert!(
+        took >= Duration::from_millis(850),
+        "three rounds of 300 ms: {took:?}"
+    );
+    let metrics = lb.admin("GET", "/metrics", b"").text();
+    assert!(metrics.contains("ballot_queued 0"), "{metrics}");
+
+    // One place and a short queue timeout: the second request gets 503 with Retry-After.
+    let slow = Backend::start(Reply::Body(1500, "slow".into()));
+    let lb = spawn(&config(
+        &[&slow],
+        "replica_max_in_flight = 1\nqueue_timeout_ms = 300",
+    ));
+    let addr = lb.addr;
+    let first = thread::spawn(move || request(addr, "GET", "/search?q=first", &[], b""));
+    thread::sleep(Duration::from_millis(200));
+    let waited = Instant::now();
+    let r = lb.search("second");
+    let waited = waited.elapsed();
+    assert_eq!(r.status, 503, "{}", r.text());
+    assert_eq!(r.headers.get("retry-after").map(String::as_str), Some("1"));
+    assert!(r.text().contains("queue timeout"), "{}", r.text());
+    assert!(
+        (Duration::from_millis(250)..Duration::from_millis(1200)).contains(&waited),
+        "{waited:?}"
+    );
+    assert_eq!(first.join().unwrap().status, 200);
+    assert_eq!(lb.search("after").status, 200);
+    let metrics = lb.admin("GET", "/metrics", b"").text();
+    assert!(
+        metrics.contains("ballot_client_errors_total{kind=\"queue_timeout\"} 1"),
+        "{metrics}"
+    );
 }
 
 #[test]

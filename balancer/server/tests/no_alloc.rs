@@ -41,7 +41,9 @@ fn server_routing_over_a_ramp_never_allocates() {
     // Requests in flight on some replicas, one drained: the view reads the atomics.
     let members = state.members.load();
     let slots: Vec<_> = members.slots.iter().flatten().cloned().collect();
-    let _busy: Vec<_> = (0..20).map(|i| state.start(i % 3)).collect();
+    let _busy: Vec<_> = (0..20)
+        .map(|i| state.try_start(i % 3).expect("below the cap"))
+        .collect();
     state.record_work(1, 1 << 20);
     slots[5].set_drained(true);
     let queries: Vec<(u64, Vec<u64>)> = (0..64)

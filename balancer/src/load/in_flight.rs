@@ -46,6 +46,24 @@ impl InFlight {
         }
     }
 
+    /// A request to `replica` starts if fewer than `cap` are in flight there; `false`
+    /// (and nothing counted) otherwise. Pairs with [`InFlight::finish`] like `start`.
+    #[inline]
+    pub fn try_start(&self, replica: usize, cap: u64) -> bool {
+        let Some(c) = self.counts.get(replica) else {
+            return false;
+        };
+        let started = c
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                (n < cap).then_some(n + 1)
+            })
+            .is_ok();
+        if started {
+            self.total.fetch_add(1, Ordering::Relaxed);
+        }
+        started
+    }
+
     /// A request to `replica` ended. A `finish` without its `start` saturates at 0.
     #[inline]
     pub fn finish(&self, replica: usize) {
@@ -133,5 +151,21 @@ mod tests {
         assert_eq!(f.live_bits(), 0b111);
         // As a view it reports its counts as requests in flight too.
         assert_eq!((f.in_flight(0), f.in_flight(1)), (Some(1), Some(0)));
+    }
+
+    #[test]
+    fn try_start_holds_the_cap_under_contention() {
+        let f = std::sync::Arc::new(InFlight::new(2));
+        let started: u64 = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..4)
+                .map(|_| s.spawn(|| (0..100).filter(|_| f.try_start(1, 50)).count() as u64))
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).sum()
+        });
+        assert_eq!((started, f.load(1), f.total()), (50, 50, 50));
+        assert!(!f.try_start(70, 1), "out of range: refused");
+        f.finish(1);
+        assert!(f.try_start(1, 50), "a freed place is taken again");
+        assert_eq!(f.total(), 50);
     }
 }

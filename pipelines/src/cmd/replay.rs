@@ -93,12 +93,23 @@ pub struct ReplayArgs {
     /// Bound of the start-up reachability check of --target and --stats-from.
     #[arg(long, default_value = "2s")]
     pub connect_timeout: String,
+    /// Open loop: send over this many keep-alive connections, each carrying one request at
+    /// a time (as wrk2 does); a request waits for a free one, and its latency still counts
+    /// from its intended send time. Without it, every request in flight has a connection
+    /// of its own, so the number of connections follows the latency.
+    #[arg(long, requires = "rate", value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub connections: Option<u64>,
     /// Open loop: most requests in flight; past it a request counts as an `overload` error.
     #[arg(long, default_value_t = 10_000)]
     pub max_outstanding: usize,
     /// Replica base URLs whose `GET /stats` is read before and after (comma-separated).
     #[arg(long, value_delimiter = ',')]
     pub stats_from: Vec<String>,
+    /// Also report every interval of this length (`60s`, `1m`): requests sent, answered
+    /// and failed by kind, and latency percentiles of the requests sent in it (open loop:
+    /// by intended send time), in the text report and as `intervals` in the JSON.
+    #[arg(long)]
+    pub interval: Option<String>,
     /// Write the report as JSON here.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -147,6 +158,10 @@ struct Plan {
     connect_timeout: Duration,
     max_outstanding: usize,
     k: usize,
+    /// Length of the report's intervals (none: no intervals).
+    interval: Option<Duration>,
+    /// Open loop: a fixed set of this many connections (none: one per request in flight).
+    connections: Option<usize>,
 }
 
 fn plan(args: &ReplayArgs) -> Result<Plan> {
@@ -195,6 +210,12 @@ fn plan(args: &ReplayArgs) -> Result<Plan> {
         connect_timeout: duration_arg(&args.connect_timeout, "--connect-timeout")?,
         max_outstanding: args.max_outstanding,
         k: args.k,
+        interval: args
+            .interval
+            .as_deref()
+            .map(|d| duration_arg(d, "--interval"))
+            .transpose()?,
+        connections: args.connections.map(|n| n as usize),
     })
 }
 
@@ -207,13 +228,41 @@ struct Tally {
     service: Histogram,
     ok: u64,
     errors: BTreeMap<String, u64>,
+    /// Failed requests by the whole second of the replay in which they were sent (open
+    /// loop: their intended send time), so failures can be laid beside events.
+    failures_by_second: BTreeMap<u64, u64>,
+    /// With `--interval`: what each interval measured, by interval number.
+    intervals: BTreeMap<u64, Interval>,
     cancelled: u64,
+}
+
+/// What the requests sent in one report interval measured.
+#[derive(Default)]
+struct Interval {
+    sent: u64,
+    ok: u64,
+    errors: BTreeMap<String, u64>,
+    /// Latency of the 2xx answers (open loop: from the intended send time).
+    latency: Histogram,
+}
+
+impl Interval {
+    fn merge(&mut self, other: &Interval) {
+        self.sent += other.sent;
+        self.ok += other.ok;
+        for (k, v) in &other.errors {
+            *self.errors.entry(k.clone()).or_insert(0) += v;
+        }
+        self.latency.merge(&other.latency);
+    }
 }
 
 struct Shared {
     tally: Mutex<Tally>,
     done: AtomicU64,
     failed: AtomicU64,
+    /// With `--interval`: its length.
+    interval: Option<Duration>,
 }
 
 impl Shared {
@@ -222,19 +271,53 @@ impl Shared {
         self.tally.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The report interval of a request sent `sent_after` the start (`None` without
+    /// `--interval`).
+    fn interval_of(&self, sent_after: Duration) -> Option<u64> {
+        self.interval
+            .map(|len| (sent_after.as_secs_f64() / len.as_secs_f64()) as u64)
+    }
+
+    /// Counts an open-loop request sent `sent_after` the start (for the intervals).
+    fn sent(&self, sent_after: Duration) {
+        if let Some(i) = self.interval_of(sent_after) {
+            self.tally().intervals.entry(i).or_default().sent += 1;
+        }
+    }
+
     /// Counts an open-loop answer: latency from the intended and from the actual send.
-    fn ok(&self, latency: Duration, service: Duration) {
+    fn ok(&self, latency: Duration, service: Duration, sent_after: Duration) {
         {
             let mut t = self.tally();
             t.ok += 1;
             t.latency.record(latency.as_nanos() as u64);
             t.service.record(service.as_nanos() as u64);
+            if let Some(i) = self.interval_of(sent_after) {
+                let iv = t.intervals.entry(i).or_default();
+                iv.ok += 1;
+                iv.latency.record(latency.as_nanos() as u64);
+            }
         }
         self.done.fetch_add(1, Ordering::Relaxed);
     }
 
-    fn error(&self, kind: String) {
-        *self.tally().errors.entry(kind).or_insert(0) += 1;
+    /// Counts a failure of `kind` for a request sent `sent_after` the replay's start.
+    fn error(&self, kind: String, sent_after: Duration) {
+        {
+            let mut t = self.tally();
+            if let Some(i) = self.interval_of(sent_after) {
+                *t.intervals
+                    .entry(i)
+                    .or_default()
+                    .errors
+                    .entry(kind.clone())
+                    .or_insert(0) += 1;
+            }
+            *t.errors.entry(kind).or_insert(0) += 1;
+            *t.failures_by_second
+                .entry(sent_after.as_secs())
+                .or_insert(0) += 1;
+        }
         self.done.fetch_add(1, Ordering::Relaxed);
         self.failed.fetch_add(1, Ordering::Relaxed);
     }
@@ -247,6 +330,8 @@ impl Shared {
 /// What one replay measured.
 struct Outcome {
     sent: u64,
+    /// Wall-clock start, in milliseconds since the Unix epoch.
+    started_unix_ms: u64,
     elapsed: Duration,
     interrupted: bool,
     tally: Tally,
@@ -310,6 +395,8 @@ pub fn replay_queries(
         connect_timeout: Duration::from_secs(2),
         max_outstanding: 10_000,
         k: 10,
+        interval: None,
+        connections: None,
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -392,6 +479,7 @@ async fn replay(plan: &Plan, queries: Arc<Vec<String>>) -> Result<Outcome> {
         tally: Mutex::new(Tally::default()),
         done: AtomicU64::new(0),
         failed: AtomicU64::new(0),
+        interval: plan.interval,
     });
     let planned = match plan.mode {
         Mode::Open { rate } => match plan.duration {
@@ -402,6 +490,9 @@ async fn replay(plan: &Plan, queries: Arc<Vec<String>>) -> Result<Outcome> {
     };
     let bar = progress_bar(planned as u64, shared.clone());
     let start = Instant::now();
+    let started_unix_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
     let sent = match plan.mode {
         Mode::Open { rate } => {
             open_loop(
@@ -446,6 +537,7 @@ async fn replay(plan: &Plan, queries: Arc<Vec<String>>) -> Result<Outcome> {
     let tally = std::mem::take(&mut *shared.tally());
     Ok(Outcome {
         sent,
+        started_unix_ms,
         elapsed,
         interrupted,
         tally,
@@ -481,6 +573,63 @@ fn progress_bar(len: u64, shared: Arc<Shared>) -> ProgressBar {
     bar
 }
 
+/// One open-loop request: its URL and when it was meant to leave.
+struct Job {
+    url: String,
+    intended: Instant,
+}
+
+/// What the open loop's requests share.
+#[derive(Clone)]
+struct OpenCtx {
+    shared: Arc<Shared>,
+    outstanding: Arc<AtomicUsize>,
+    stop: watch::Receiver<bool>,
+    timeout: Duration,
+    start: Instant,
+}
+
+impl OpenCtx {
+    /// Sends `job` on `client` and counts its answer (latency from the intended send time).
+    async fn answer(&self, client: &HttpClient, job: Job) {
+        let sent_at = Instant::now();
+        let mut stop = self.stop.clone();
+        let sent_after = job.intended - self.start;
+        tokio::select! {
+            r = get(client, &job.url, self.timeout) => match r {
+                Ok(_) => self.shared.ok(job.intended.elapsed(), sent_at.elapsed(), sent_after),
+                Err(f) => self.shared.error(f.kind(), sent_after),
+            },
+            _ = stopped(&mut stop) => self.shared.cancelled(),
+        }
+        self.outstanding.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// `n` workers, each with one keep-alive connection of its own, taking jobs in turn (a fair
+/// lock hands the queue to the longest-waiting worker, so every connection stays in use);
+/// they end when the returned sender is dropped and the queue is empty.
+fn connection_workers(
+    n: usize,
+    connect_timeout: Duration,
+    ctx: &OpenCtx,
+) -> tokio::sync::mpsc::UnboundedSender<Job> {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Job>();
+    let rx = Arc::new(tokio::sync::Mutex::new(rx));
+    for _ in 0..n {
+        let (rx, ctx) = (Arc::clone(&rx), ctx.clone());
+        let client = client::client(connect_timeout, 1);
+        tokio::spawn(async move {
+            loop {
+                let job = rx.lock().await.recv().await;
+                let Some(job) = job else { break };
+                ctx.answer(&client, job).await;
+            }
+        });
+    }
+    tx
+}
+
 /// Sends query `i` on a fixed schedule; returns how many requests left (overloads excluded).
 async fn open_loop(
     plan: &Plan,
@@ -491,7 +640,16 @@ async fn open_loop(
     mut stop: watch::Receiver<bool>,
     start: Instant,
 ) -> u64 {
-    let outstanding = Arc::new(AtomicUsize::new(0));
+    let ctx = OpenCtx {
+        shared: Arc::clone(shared),
+        outstanding: Arc::new(AtomicUsize::new(0)),
+        stop: stop.clone(),
+        timeout: plan.timeout,
+        start,
+    };
+    let queue = plan
+        .connections
+        .map(|n| connection_workers(n, plan.connect_timeout, &ctx));
     let mut sent = 0;
     for i in 0..queries.len() {
         let offset = Duration::from_secs_f64(i as f64 / rate);
@@ -508,30 +666,34 @@ async fn open_loop(
         if *stop.borrow() {
             break;
         }
-        if outstanding.load(Ordering::Acquire) >= plan.max_outstanding {
-            shared.error("overload".into());
+        if ctx.outstanding.load(Ordering::Acquire) >= plan.max_outstanding {
+            shared.error("overload".into(), offset);
             continue;
         }
-        outstanding.fetch_add(1, Ordering::AcqRel);
+        shared.sent(offset);
+        ctx.outstanding.fetch_add(1, Ordering::AcqRel);
         sent += 1;
-        let url = plan.target.search(&queries[i], plan.k);
-        let (client, shared, outstanding) = (client.clone(), shared.clone(), outstanding.clone());
-        let mut stop = stop.clone();
-        let timeout = plan.timeout;
-        tokio::spawn(async move {
-            let sent_at = Instant::now();
-            tokio::select! {
-                r = get(&client, &url, timeout) => match r {
-                    Ok(_) => shared.ok(intended.elapsed(), sent_at.elapsed()),
-                    Err(f) => shared.error(f.kind()),
-                },
-                _ = stopped(&mut stop) => shared.cancelled(),
+        let job = Job {
+            url: plan.target.search(&queries[i], plan.k),
+            intended,
+        };
+        match &queue {
+            // The workers hold the receiver until the sender is dropped below, so this send
+            // cannot fail; if it did, the request would still be sent, from here.
+            Some(q) => {
+                if let Err(e) = q.send(job) {
+                    ctx.answer(client, e.0).await;
+                }
             }
-            outstanding.fetch_sub(1, Ordering::AcqRel);
-        });
+            None => {
+                let (client, ctx) = (client.clone(), ctx.clone());
+                tokio::spawn(async move { ctx.answer(&client, job).await });
+            }
+        }
     }
+    drop(queue);
     // Each request ends within its timeout, or at once on Ctrl-C.
-    while outstanding.load(Ordering::Acquire) > 0 {
+    while ctx.outstanding.load(Ordering::Acquire) > 0 {
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
     sent
@@ -558,6 +720,7 @@ async fn closed_loop(
         handles.push(tokio::spawn(async move {
             // Latencies stay in the worker and are merged once at the end: no lock per answer.
             let mut local = Histogram::new();
+            let mut local_intervals: BTreeMap<u64, Interval> = BTreeMap::new();
             let mut ok = 0;
             loop {
                 if *stop.borrow() || deadline.is_some_and(|d| Instant::now() >= d) {
@@ -570,14 +733,24 @@ async fn closed_loop(
                 sent.fetch_add(1, Ordering::Relaxed);
                 let url = target.search(&queries[i], k);
                 let t0 = Instant::now();
+                let interval = shared.interval_of(t0 - start);
+                if let Some(iv) = interval {
+                    local_intervals.entry(iv).or_default().sent += 1;
+                }
                 tokio::select! {
                     r = get(&client, &url, timeout) => match r {
                         Ok(_) => {
-                            local.record(t0.elapsed().as_nanos() as u64);
+                            let took = t0.elapsed().as_nanos() as u64;
+                            local.record(took);
+                            if let Some(iv) = interval {
+                                let iv = local_intervals.entry(iv).or_default();
+                                iv.ok += 1;
+                                iv.latency.record(took);
+                            }
                             ok += 1;
                             shared.done.fetch_add(1, Ordering::Relaxed);
                         }
-                        Err(f) => shared.error(f.kind()),
+                        Err(f) => shared.error(f.kind(), t0 - start),
                     },
                     _ = stopped(&mut stop) => {
                         shared.cancelled();
@@ -588,6 +761,9 @@ async fn closed_loop(
             let mut t = shared.tally();
             t.latency.merge(&local);
             t.ok += ok;
+            for (i, iv) in &local_intervals {
+                t.intervals.entry(*i).or_default().merge(iv);
+            }
         }));
     }
     for h in handles {
@@ -633,6 +809,24 @@ fn per_second(n: u64, elapsed: Duration) -> f64 {
     }
 }
 
+/// The `intervals` of the JSON report: one object per interval with a request in it.
+fn intervals_json(len: Duration, intervals: &BTreeMap<u64, Interval>) -> Value {
+    let rows: Vec<Value> = intervals
+        .iter()
+        .map(|(i, iv)| {
+            json!({
+                "start_s": *i as f64 * len.as_secs_f64(),
+                "sent": iv.sent,
+                "ok": iv.ok,
+                "errors": iv.errors,
+                "error_total": iv.errors.values().sum::<u64>(),
+                "latency_ms": latency_json(&iv.latency),
+            })
+        })
+        .collect();
+    Value::Array(rows)
+}
+
 fn report_json(args: &ReplayArgs, plan: &Plan, available: usize, out: &Outcome) -> Value {
     let t = &out.tally;
     let (mode, rate, workers) = match plan.mode {
@@ -654,14 +848,18 @@ fn report_json(args: &ReplayArgs, plan: &Plan, available: usize, out: &Outcome) 
             "k": plan.k,
             "timeout_s": plan.timeout.as_secs_f64(),
             "max_outstanding": plan.max_outstanding,
+            "connections": plan.connections,
             "stats_from": plan.stats_from.iter().map(|u| u.text.clone()).collect::<Vec<_>>(),
         },
         "sent": out.sent,
         "ok": t.ok,
         "errors": t.errors,
         "error_total": t.errors.values().sum::<u64>(),
+        "failures_by_second": t.failures_by_second,
+        "intervals": plan.interval.map(|len| intervals_json(len, &t.intervals)),
         "cancelled": t.cancelled,
         "interrupted": out.interrupted,
+        "started_unix_ms": out.started_unix_ms,
         "elapsed_s": out.elapsed.as_secs_f64(),
         "throughput_qps": throughput(out),
         "latency_ms": latency_json(&t.latency),
@@ -716,7 +914,28 @@ fn print_report(plan: &Plan, out: &Outcome) {
             ""
         }
     );
+    if let Some(len) = plan.interval {
+        print_intervals(len, &t.intervals);
+    }
     print_stats(out);
+}
+
+fn print_intervals(len: Duration, intervals: &BTreeMap<u64, Interval>) {
+    println!(
+        "{:>9} {:>9} {:>9} {:>8} {:>10} {:>10}",
+        "start_s", "sent", "ok", "failed", "p50_ms", "p99_ms"
+    );
+    for (i, iv) in intervals {
+        println!(
+            "{:>9.1} {:>9} {:>9} {:>8} {:>10.3} {:>10.3}",
+            *i as f64 * len.as_secs_f64(),
+            iv.sent,
+            iv.ok,
+            iv.errors.values().sum::<u64>(),
+            ms(iv.latency.percentile(50.0)),
+            ms(iv.latency.percentile(99.0)),
+        );
+    }
 }
 
 fn print_stats(out: &Outcome) {
