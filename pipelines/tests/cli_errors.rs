@@ -6,22 +6,8 @@ mod common;
 use std::io::Write;
 use std::path::Path;
 
-use common::{ballot, stderr};
+use common::{assert_clean_failure, ballot, stderr};
 use data::table::{TableRow, VotingTable};
-
-fn assert_clean_failure(args: &[&str], needles: &[&str]) {
-    let out = ballot(args);
-    let err = stderr(&out);
-    assert!(!out.status.success(), "{args:?} should fail; stderr: {err}");
-    assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
-    assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
-    for n in needles {
-        assert!(
-            err.contains(n),
-            "{args:?}: stderr should mention {n:?}: {err}"
-        );
-    }
-}
 
 fn freq_file(dir: &Path) -> String {
     let p = dir.join("freq.tsv");

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::Int64Type;
-use common::{ballot, partitioned_log, stderr, stdout};
+use common::{assert_clean_failure, assert_exit, ballot, partitioned_log, stderr, stdout};
 use data::log::{read_log, ReadOptions};
 use data::table::VotingTable;
 use e2e::{start_listening, Running};
@@ -188,36 +188,23 @@ fn engine_inputs_that_cannot_work_are_refused_by_name() {
     let table = d.join("t.parquet");
     let t = table.to_str().unwrap();
 
-    let run = ballot(&[
-        "train",
-        "--engine",
-        "datafusion",
-        "--log",
-        flat.to_str().unwrap(),
-        "-o",
-        t,
-    ]);
-    assert!(!run.status.success());
-    assert!(
-        stderr(&run).contains("directory of daily Parquet partitions"),
-        "{}",
-        stderr(&run)
+    let (flat_s, lake_s) = (flat.to_str().unwrap(), lake.to_str().unwrap());
+    let train_engine = ["train", "--engine", "datafusion", "--log"];
+    assert_clean_failure(
+        &[&train_engine[..], &[flat_s, "-o", t]].concat(),
+        &["directory of daily Parquet partitions"],
     );
-
-    let run = ballot(&[
-        "aggregate",
-        "--log",
-        lake.to_str().unwrap(),
-        "--from",
-        "2006-03-01T06:00:00",
-        "-o",
-        t,
-    ]);
-    assert!(!run.status.success());
-    assert!(
-        stderr(&run).contains("cut through the day of partition date=2006-03-01"),
-        "{}",
-        stderr(&run)
+    assert_clean_failure(
+        &[
+            "aggregate",
+            "--log",
+            lake_s,
+            "--from",
+            "2006-03-01T06:00:00",
+            "-o",
+            t,
+        ],
+        &["cut through the day of partition date=2006-03-01"],
     );
 
     // A text log: read by the local readers and counted in-process; Ballista refuses it.
@@ -236,59 +223,45 @@ fn engine_inputs_that_cannot_work_are_refused_by_name() {
         read_counts(&counts),
         vec![("news".to_owned(), 1), ("weather".to_owned(), 2)]
     );
-    let run = ballot(&[
-        "aggregate",
-        "--log",
-        text.to_str().unwrap(),
-        "--engine",
-        "ballista://127.0.0.1:9",
-        "-o",
-        t,
-    ]);
-    assert!(!run.status.success());
-    let err = stderr(&run);
-    assert!(
-        err.contains("log.txt") && err.contains("ballot ingest"),
-        "{err}"
+    let ballista = "ballista://127.0.0.1:9";
+    assert_clean_failure(
+        &[
+            "aggregate",
+            "--log",
+            text.to_str().unwrap(),
+            "--engine",
+            ballista,
+            "-o",
+            t,
+        ],
+        &["log.txt", "ballot ingest"],
     );
-
     // The synthetic default is in memory too: Ballista cannot read it.
-    let run = ballot(&["aggregate", "--engine", "ballista://127.0.0.1:9", "-o", t]);
-    assert!(!run.status.success());
-    assert!(
-        stderr(&run).contains("the synthetic default log"),
-        "{}",
-        stderr(&run)
+    assert_clean_failure(
+        &["aggregate", "--engine", ballista, "-o", t],
+        &["the synthetic default log"],
     );
-
     // The engine picks the split by day: the split flags are refused, not ignored.
-    let run = ballot(&[
-        "train",
-        "--engine",
-        "datafusion",
-        "--log",
-        lake.to_str().unwrap(),
-        "--split-time",
-        "2006-03-02T00:00:00",
-        "-o",
-        t,
-    ]);
-    assert!(!run.status.success());
-    assert!(
-        stderr(&run).contains("cannot be used with"),
-        "{}",
-        stderr(&run)
+    assert_exit(
+        &[
+            &train_engine[..],
+            &[lake_s, "--split-time", "2006-03-02T00:00:00", "-o", t],
+        ]
+        .concat(),
+        2,
+        &["cannot be used with"],
     );
-
-    let run = ballot(&[
-        "aggregate",
-        "--log",
-        flat.to_str().unwrap(),
-        "--engine",
-        "spark://h:1",
-        "-o",
-        t,
-    ]);
-    assert!(!run.status.success());
-    assert!(stderr(&run).contains("unknown engine"), "{}", stderr(&run));
+    assert_exit(
+        &[
+            "aggregate",
+            "--log",
+            flat_s,
+            "--engine",
+            "spark://h:1",
+            "-o",
+            t,
+        ],
+        2,
+        &["unknown engine"],
+    );
 }

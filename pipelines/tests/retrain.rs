@@ -19,7 +19,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use common::{ballot, num, partitioned_log, read_json, stderr, stdout};
+use common::{assert_clean_failure, ballot, num, partitioned_log, read_json, stderr, stdout};
 use data::hash::term_hash;
 use data::log::{read_log, ReadOptions};
 use data::table::{TableRow, VotingTable};
@@ -310,24 +310,14 @@ fn from_and_to_select_partitions_and_records() {
         half.contains("records outside --from/--to dropped"),
         "{half}"
     );
-    let none = ballot(&[
-        "stats",
-        "--log",
-        lake.to_str().unwrap(),
-        "--from",
-        "2007-01-01",
-    ]);
-    assert!(!none.status.success());
-    assert!(
-        stderr(&none).contains("none of its 4 partitions is inside --from/--to"),
-        "{}",
-        stderr(&none)
+    let lake_s = lake.to_str().unwrap();
+    assert_clean_failure(
+        &["stats", "--log", lake_s, "--from", "2007-01-01"],
+        &["none of its 4 partitions is inside --from/--to"],
     );
-    let bad = ballot(&["stats", "--log", lake.to_str().unwrap(), "--to", "March"]);
-    assert!(
-        stderr(&bad).contains("--to \"March\" is not a date"),
-        "{}",
-        stderr(&bad)
+    assert_clean_failure(
+        &["stats", "--log", lake_s, "--to", "March"],
+        &["--to \"March\" is not a date"],
     );
     let _ = freq;
 }

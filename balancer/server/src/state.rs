@@ -275,19 +275,15 @@ impl State {
         };
         let mut view = view_of(false, exclude | full);
         if view.live_bits() == 0 {
-            // Every remaining replica is ejected or full. Full ones come back when a
-            // request ends: wait for them. Ejected ones only: try them anyway rather than
-            // fail.
-            if full != 0 && view_of(false, exclude).live_bits() != 0 {
+            // Every remaining replica is ejected, drained or full. A full one frees a place
+            // when one of its requests ends: wait for it. Ejected ones only: try them anyway
+            // rather than fail.
+            if full & !exclude != 0 {
                 return Err(Unrouted::AllFull);
             }
-            view = view_of(true, exclude | full);
+            view = view_of(true, exclude);
             if view.live_bits() == 0 {
-                return Err(if full != 0 && view_of(true, exclude).live_bits() != 0 {
-                    Unrouted::AllFull
-                } else {
-                    Unrouted::NoReplica
-                });
+                return Err(Unrouted::NoReplica);
             }
         }
         let seed = self

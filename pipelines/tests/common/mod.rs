@@ -26,6 +26,26 @@ pub fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
+/// Runs `ballot` with `args` and checks that it fails cleanly: exit code 1, no panic, and
+/// every one of `needles` in its stderr.
+pub fn assert_clean_failure(args: &[&str], needles: &[&str]) {
+    assert_exit(args, 1, needles);
+}
+
+/// Like [`assert_clean_failure`] with exit code `code` (2 for a usage error from clap).
+pub fn assert_exit(args: &[&str], code: i32, needles: &[&str]) {
+    let out = ballot(args);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
+    assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
+    for n in needles {
+        assert!(
+            err.contains(n),
+            "{args:?}: stderr should mention {n:?}: {err}"
+        );
+    }
+}
+
 /// Stdout as text.
 pub fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
