@@ -20,7 +20,7 @@
 # needs no index, only the log's sizes), LB_THREADS (2: HAProxy's nbthread and ballot's
 # --workers), BALLOT_ARGS (extra balancer flags; default --workers $LB_THREADS), BALLOT_LOAD
 # (window, or in-flight: ballot's `load` setting), SKIP_BUILD=1
-# (use the binaries already in target/release).
+# (use the binaries already in BIN_DIR), BIN_DIR (target/release).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -54,7 +54,7 @@ BALLOT_LOAD=${BALLOT_LOAD:-window}
 if [ "${SKIP_BUILD:-0}" != 1 ]; then
   cargo build --release -p balancer-server -p replica -p pipelines
 fi
-BIN=$ROOT/target/release
+BIN=${BIN_DIR:-$ROOT/target/release}
 for b in balancer replica ballot; do
   [ -x "$BIN/$b" ] || { echo "missing $BIN/$b" >&2; exit 1; }
 done

@@ -7,7 +7,7 @@
 #     through the admin API (by path from tables_dir, then by upload, alternately); drain
 #     replica r2 through the admin API for DRAIN_SECS, then enable it;
 #   * all along: SLOWLORIS connections to the balancer that send a request head one byte
-#     every 5 s (closed by the header timeout, and reopened).
+#     every 5 s (closed by the header timeout, and reopened at once).
 #
 # Saturation is measured first on warm caches (closed loop, SAT_CONCURRENCY workers, WARM_SECS
 # seconds of warm-up then SAT_SECS seconds measured, unless RATE is set), then one open-loop
@@ -219,35 +219,58 @@ sampler() {
 }
 for ((i = 0; i < REPLICAS; i++)); do echo "${RPID[i]}" >"$SOAK_DIR/r$i.pid"; done
 
-slowloris() { # holds SLOWLORIS connections that send one byte every 5 s
-  set +e
-  trap '' PIPE
-  local -a fds
-  local i fd opened=0 closed=0
-  open_one() {
-    if exec {fd}<>"/dev/tcp/127.0.0.1/$LB_PORT" 2>/dev/null; then
-      fds[$1]=$fd
-      opened=$((opened + 1))
-      printf 'GET /search?q=slow%d HTTP/1.1\r\nHost: soak\r\n' "$1" >&"$fd" 2>/dev/null || true
-    else
-      fds[$1]=""
-    fi
-  }
-  for ((i = 0; i < SLOWLORIS; i++)); do open_one "$i"; done
-  while :; do
-    sleep 5
-    for ((i = 0; i < SLOWLORIS; i++)); do
-      fd=${fds[i]}
-      if [ -z "$fd" ] || ! printf 'a' >&"$fd" 2>/dev/null; then
-        if [ -n "$fd" ]; then
-          exec {fd}>&-
-          closed=$((closed + 1))
-        fi
-        open_one "$i"
-      fi
-    done
-    printf '%s %s\n' "$opened" "$closed" >"$SOAK_DIR/slowloris.state"
-  done
+slowloris() { # holds SLOWLORIS connections, each sending one byte every 5 s
+  # Each connection the server closes (its header timeout) is reopened at once, so the
+  # balancer holds SLOWLORIS of them all along: the attack stays the same size, and the
+  # balancer's descriptor count does not swing with the attacker's reconnect rhythm.
+  exec python3 - "$LB_PORT" "$SLOWLORIS" "$SOAK_DIR/slowloris.state" <<'PY'
+import selectors, socket, sys, time
+port, count, state = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+sel = selectors.DefaultSelector()
+opened = closed = 0
+def open_one(i):
+    global opened
+    s = socket.socket()
+    s.settimeout(2)
+    try:
+        s.connect(("127.0.0.1", port))
+        s.sendall(b"GET /search?q=slow%d HTTP/1.1\r\nHost: soak\r\n" % i)
+    except OSError:
+        s.close()
+        return False
+    s.setblocking(False)
+    sel.register(s, selectors.EVENT_READ, i)
+    opened += 1
+    return True
+for i in range(count):
+    open_one(i)
+down = []  # slots whose connection could not be opened, retried at the next tick
+next_tick = time.monotonic() + 5
+while True:
+    for key, _ in sel.select(timeout=max(0.0, next_tick - time.monotonic())):
+        s, i = key.fileobj, key.data
+        try:
+            data = s.recv(4096)
+        except OSError:
+            data = b""
+        if data:
+            continue  # an answer (408, say) before the close: wait for the close itself
+        sel.unregister(s)
+        s.close()
+        closed += 1
+        if not open_one(i):
+            down.append(i)
+    if time.monotonic() >= next_tick:
+        next_tick += 5
+        for key in list(sel.get_map().values()):
+            try:
+                key.fileobj.send(b"a")
+            except OSError:
+                pass  # the close shows up as readable at the next select
+        down = [i for i in down if not open_one(i)]
+        with open(state, "w") as f:
+            f.write(f"{opened} {closed}\n")
+PY
 }
 
 chaos() {
@@ -387,7 +410,8 @@ for name in ["balancer"] + sorted({r["process"] for r in rows} - {"balancer"}):
     print(f"{name:<8} {len(rs):>7}   {mb(rs[0]):6.1f} {mb(after[0]):6.1f} {mb(rs[-1]):6.1f} {max(map(mb, rs)):6.1f}"
           f"    {fd(rs[0]):5} {fd(after[0]):5} {fd(rs[-1]):5} {max(map(fd, rs)):5}")
 print()
-print("after warm-up, until the load ends: min / median / max, and the largest distance from the median")
+print("after warm-up, until the load ends: min / median / max and the largest distance of a sample from the median;")
+print("the medians of each window, and the largest distance of one from the overall median")
 for name in ["balancer"] + sorted({r["process"] for r in rows} - {"balancer"}):
     after = [r for r in rows if r["process"] == name and warm <= float(r["t_s"]) < done]
     if not after:
@@ -399,7 +423,14 @@ for name in ["balancer"] + sorted({r["process"] for r in rows} - {"balancer"}):
         vals = [int(r[key]) / unit for r in after]
         med = statistics.median(vals)
         dev = max(abs(v - med) for v in vals) / med * 100 if med else 0.0
-        print(f"  {name:<8} {what}  {min(vals):8.1f} {med:8.1f} {max(vals):8.1f}   {dev:5.1f}%")
+        # Drift, apart from the transients of single chaos events: each window's median.
+        per = {}
+        for r in after:
+            per.setdefault(int((float(r["t_s"]) - began) // window), []).append(int(r[key]) / unit)
+        meds = [statistics.median(v) for v in per.values()]
+        drift = max(abs(m - med) for m in meds) / med * 100 if med else 0.0
+        print(f"  {name:<8} {what}  {min(vals):8.1f} {med:8.1f} {max(vals):8.1f}   {dev:5.1f}%"
+              f"   window medians {min(meds):8.1f} .. {max(meds):8.1f}   {drift:5.1f}%")
 print()
 print("rss_mb and fds over time (balancer):")
 bal = [r for r in rows if r["process"] == "balancer"]

@@ -114,20 +114,6 @@ where
     }
 }
 
-/// Makes glibc return large buffers (flash reads, cached lists) to the OS when freed.
-///
-/// glibc raises its mmap threshold each time a large mmapped block is freed (up to 32 MiB),
-/// after which multi-megabyte lists come from the heap arenas and their memory stays
-/// resident after eviction. Pinning the threshold keeps every block of 256 KiB or more
-/// mmapped, so RSS follows the cache's contents.
-fn pin_mmap_threshold() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only adjusts allocator parameters; called before any other thread runs.
-    unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 256 * 1024);
-    }
-}
-
 /// The connection limits from the flags, the cap fitted to the open-file limit (raised to
 /// the hard limit first).
 fn limits(args: &Args) -> Result<serving::Limits> {
@@ -159,7 +145,6 @@ fn limits(args: &Args) -> Result<serving::Limits> {
 fn run(args: Args) -> Result<()> {
     // SIGHUP must not kill the replica, not even while it opens its index.
     serving::signals::ignore_hangup();
-    pin_mmap_threshold();
     if args.max_inflight == 0 {
         bail!("--max-inflight must be at least 1");
     }
@@ -253,7 +238,6 @@ fn run(args: Args) -> Result<()> {
                 handle.run_upkeep();
             }
         });
-        serving::memory::spawn_trim(serving::memory::DEFAULT_TRIM_INTERVAL);
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let gate = serving::Gate::new("client", limits);
         let server = tokio::spawn(serve(listener, state, gate, stop_rx));

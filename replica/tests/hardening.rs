@@ -1,6 +1,6 @@
 //! The `replica` binary under hostile clients and signals, over loopback: slowloris and
-//! idle connections, the connection cap, a low open-file limit, SIGHUP, and SIGTERM with
-//! half-sent requests open. Every wait has a deadline.
+//! idle connections, the connection cap, a low open-file limit, SIGHUP, SIGTERM with
+//! half-sent requests open, and the allocator's options. Every wait has a deadline.
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 #[path = "../../serving/tests/support/probe.rs"]
 mod probe;
-use probe::{connect, read_response, request, send, wait_closed};
+use probe::{allocator_options, connect, read_response, request, send, wait_closed};
 
 fn build(dir: &Path) -> PathBuf {
     let idx = dir.join("idx");
@@ -256,4 +256,25 @@ fn a_request_head_past_32_kib_is_refused() {
     let resp = read_response(&mut s);
     assert_eq!(resp.map(|r| r.status), Some(431));
     assert_eq!(request(r.addr, "GET", "/healthz", &[], b"").status, 200);
+}
+
+#[test]
+fn the_replica_runs_on_jemalloc_with_one_arena_and_small_thread_caches() {
+    // The options exported by the binary (`_rjem_malloc_conf`), read back from jemalloc: a
+    // misspelt symbol would leave jemalloc's defaults (8 arenas, 32 KiB thread caches), and
+    // the replica's 64 search threads would hold 58 MB instead of 22 (serving::alloc).
+    let opts = allocator_options(env!("CARGO_BIN_EXE_replica"));
+    for want in [
+        "narenas: 1",
+        "tcache_max: 1024",
+        "tcache_nslots_small_max: 16",
+        "dirty_decay_ms: 1000",
+        "muzzy_decay_ms: 0",
+        "background_thread: true",
+    ] {
+        assert!(
+            opts.iter().any(|o| o == want),
+            "jemalloc option {want:?} not in force: {opts:?}"
+        );
+    }
 }

@@ -18,18 +18,18 @@
 //!   nginx do) and size the connection cap to what the limit allows.
 //! * [`signals`]: SIGTERM/SIGINT as a stop future, SIGHUP handled before any slow start-up.
 //! * [`logging`]: `tracing` to stderr, filtered by `RUST_LOG`, as text or JSON lines.
-//! * [`memory`]: freed heap memory given back to the system every few seconds, so resident
-//!   memory follows what is in use instead of the highest burst.
+//! * [`alloc`]: jemalloc as the servers' allocator, with options per binary, so resident
+//!   memory stays flat under steady load and returns to the system after a burst.
 //!
 //! Why not hyper's own `header_read_timeout`: in hyper 1 it is one timer that starts when a
 //! connection opens *and* whenever it goes idle, so it cannot give a short header timeout
 //! and a longer idle timeout at once (hyperium/hyper#3828, #1628). Both timers live here,
 //! in the task that drives each connection ([`conn::Clock`]), and hyper's is left off.
 
+pub mod alloc;
 pub mod conn;
 pub mod limits;
 pub mod logging;
-pub mod memory;
 pub mod rlimit;
 pub mod server;
 pub mod signals;

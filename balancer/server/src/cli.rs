@@ -157,7 +157,6 @@ async fn run(cfg: crate::config::Validated, workers: usize) -> anyhow::Result<()
         }
     });
 
-    serving::memory::spawn_trim(serving::memory::DEFAULT_TRIM_INTERVAL);
     let gate = serving::Gate::new("client", limits);
     let client_srv =
         front::serve_client(client, Arc::clone(&app), Arc::clone(&gate), stop_rx.clone());

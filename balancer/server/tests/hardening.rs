@@ -2,8 +2,8 @@
 //! slowloris and idle connections, the connection cap, a low open-file limit, admin
 //! uploads without a token, the path-reload oracle, signals during start-up and shutdown,
 //! a replica that stalls mid-body, the bound on requests in flight, the per-replica cap
-//! and its queue, and the headers sent upstream. The replicas are minimal HTTP/1.1 backends written here; every wait has a
-//! deadline.
+//! and its queue, the headers sent upstream, and the allocator's options. The replicas are
+//! minimal HTTP/1.1 backends written here; every wait has a deadline.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -16,7 +16,9 @@ use std::time::{Duration, Instant};
 
 #[path = "../../../serving/tests/support/probe.rs"]
 mod probe;
-use probe::{connect, read_response, request, send, wait_closed, wait_until, Resp};
+use probe::{
+    allocator_options, connect, read_response, request, send, wait_closed, wait_until, Resp,
+};
 
 const TOKEN: &str = "s3cret";
 
@@ -912,5 +914,23 @@ fn end_to_end_headers_are_forwarded_with_x_forwarded_for_and_a_request_id() {
         "latency_ms=",
     ] {
         assert!(line.contains(field), "{field} missing: {line}");
+    }
+}
+
+#[test]
+fn the_balancer_runs_on_jemalloc_that_returns_freed_pages_within_a_second() {
+    // The options exported by the binary (`_rjem_malloc_conf`), read back from jemalloc: a
+    // misspelt symbol would leave jemalloc's defaults, which keep a burst's freed pages for
+    // 10 s and purge them only when the balancer allocates again (serving::alloc).
+    let opts = allocator_options(env!("CARGO_BIN_EXE_balancer"));
+    for want in [
+        "dirty_decay_ms: 1000",
+        "muzzy_decay_ms: 0",
+        "background_thread: true",
+    ] {
+        assert!(
+            opts.iter().any(|o| o == want),
+            "jemalloc option {want:?} not in force: {opts:?}"
+        );
     }
 }

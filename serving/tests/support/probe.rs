@@ -241,3 +241,20 @@ pub fn wait_until(limit: Duration, what: &str, mut cond: impl FnMut() -> bool) -
     }
     start.elapsed()
 }
+
+/// The allocator options in force in the server binary `bin`, as jemalloc prints them at
+/// exit (`opt.narenas: 1`, ...) when `_RJEM_MALLOC_CONF=stats_print:true`; the binary runs
+/// with `--help`. Empty if the binary does not run on this build's jemalloc.
+pub fn allocator_options(bin: &str) -> Vec<String> {
+    let out = Command::new(bin)
+        .arg("--help")
+        .env("_RJEM_MALLOC_CONF", "stats_print:true")
+        .output()
+        .expect("run the binary");
+    assert!(out.status.success(), "{bin} --help: {:?}", out.status);
+    String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("opt."))
+        .map(|l| l.split(" (").next().unwrap_or(l).to_string())
+        .collect()
+}
