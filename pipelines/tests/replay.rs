@@ -156,13 +156,16 @@ fn handle(conn: TcpStream, b: Behavior, searches: &AtomicU64, paths: &Mutex<Vec<
 /// Small synthetic log, so generating it costs little (its test part has 4,000 queries).
 const SMALL: [&str; 2] = ["--synth-queries", "20000"];
 
-fn replay(args: &[&str]) -> (std::process::Output, Option<Value>) {
+/// Runs `ballot replay --target TARGET FLAGS` on the small log with a JSON report; `flags`
+/// are whitespace-separated (no value here holds a space).
+fn replay(target: &str, flags: &str) -> (std::process::Output, Option<Value>) {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("out.json");
     let json_s = json.display().to_string();
     let mut all = vec!["replay"];
     all.extend_from_slice(&SMALL);
-    all.extend_from_slice(args);
+    all.extend_from_slice(&["--target", target]);
+    all.extend(flags.split_whitespace());
     all.extend_from_slice(&["--json", &json_s]);
     let out = ballot(&all);
     let doc = std::fs::read_to_string(&json)
@@ -171,11 +174,12 @@ fn replay(args: &[&str]) -> (std::process::Output, Option<Value>) {
     (out, doc)
 }
 
-fn ok_run(args: &[&str]) -> Value {
-    let (out, doc) = replay(args);
+/// [`replay`] that must succeed: its JSON report.
+fn ok_run(target: &str, flags: &str) -> Value {
+    let (out, doc) = replay(target, flags);
     assert!(
         out.status.success(),
-        "{args:?} failed: {}\n{}",
+        "{flags} failed: {}\n{}",
         stderr(&out),
         stdout(&out)
     );
@@ -186,14 +190,7 @@ fn ok_run(args: &[&str]) -> Value {
 #[test]
 fn closed_loop_counts_match_the_server() {
     let srv = serve(Behavior::default());
-    let doc = ok_run(&[
-        "--target",
-        &srv.url,
-        "--concurrency",
-        "4",
-        "--queries",
-        "500",
-    ]);
+    let doc = ok_run(&srv.url, "--concurrency 4 --queries 500");
     assert_eq!(srv.searches.load(Ordering::SeqCst), 500);
     assert_eq!(doc["sent"], 500);
     assert_eq!(doc["ok"], 500);
@@ -228,7 +225,7 @@ fn closed_loop_counts_match_the_server() {
 fn open_loop_keeps_the_rate() {
     let srv = serve(Behavior::default());
     let started = Instant::now();
-    let doc = ok_run(&["--target", &srv.url, "--rate", "2000", "--duration", "1s"]);
+    let doc = ok_run(&srv.url, "--rate 2000 --duration 1s");
     let seen = srv.searches.load(Ordering::SeqCst) as f64;
     assert!((1700.0..=2300.0).contains(&seen), "server saw {seen}");
     assert_eq!(doc["sent"].as_f64().unwrap(), seen);
@@ -249,31 +246,13 @@ fn open_loop_over_fixed_connections_keeps_the_rate_on_that_many_connections() {
         delay: Duration::from_millis(20),
         ..Behavior::default()
     });
-    let doc = ok_run(&[
-        "--target",
-        &srv.url,
-        "--rate",
-        "100",
-        "--duration",
-        "1s",
-        "--connections",
-        "4",
-    ]);
+    let doc = ok_run(&srv.url, "--rate 100 --duration 1s --connections 4");
     assert_eq!(doc["ok"], 100);
     assert_eq!(doc["config"]["connections"], 4);
     // The reachability check opens one connection of its own.
     let opened = srv.connections.load(Ordering::SeqCst);
     assert!((4..=5).contains(&opened), "{opened} connections");
-    let doc = ok_run(&[
-        "--target",
-        &srv.url,
-        "--rate",
-        "400",
-        "--duration",
-        "1s",
-        "--connections",
-        "4",
-    ]);
+    let doc = ok_run(&srv.url, "--rate 400 --duration 1s --connections 4");
     assert_eq!(doc["ok"], 400);
     let opened = srv.connections.load(Ordering::SeqCst) - opened;
     assert!((4..=5).contains(&opened), "{opened} connections");
@@ -283,7 +262,7 @@ fn open_loop_over_fixed_connections_keeps_the_rate_on_that_many_connections() {
         p50 > service_p50 + 5.0,
         "waiting for a connection counts: p50 {p50} ms from the intended send, {service_p50} ms from the actual one"
     );
-    let (out, _) = replay(&["--target", &srv.url, "--connections", "4"]);
+    let (out, _) = replay(&srv.url, "--connections 4");
     assert!(
         !out.status.success() && stderr(&out).contains("--rate"),
         "{}",
@@ -297,14 +276,7 @@ fn http_errors_are_counted_by_status() {
         fail_every: 5,
         ..Behavior::default()
     });
-    let doc = ok_run(&[
-        "--target",
-        &srv.url,
-        "--concurrency",
-        "2",
-        "--queries",
-        "200",
-    ]);
+    let doc = ok_run(&srv.url, "--concurrency 2 --queries 200");
     assert_eq!(doc["errors"]["http_503"], 40);
     assert_eq!(doc["error_total"], 40);
     assert_eq!(doc["ok"], 160);
@@ -318,16 +290,7 @@ fn intervals_and_failure_seconds_add_up_to_the_totals() {
         ..Behavior::default()
     });
     // Open loop, 2.5 s in intervals of 1 s: three intervals, the last one half full.
-    let doc = ok_run(&[
-        "--target",
-        &srv.url,
-        "--rate",
-        "400",
-        "--duration",
-        "2500ms",
-        "--interval",
-        "1s",
-    ]);
+    let doc = ok_run(&srv.url, "--rate 400 --duration 2500ms --interval 1s");
     let rows = doc["intervals"].as_array().expect("intervals");
     assert_eq!(rows.len(), 3, "{rows:?}");
     let sum = |key: &str| rows.iter().map(|r| r[key].as_u64().unwrap()).sum::<u64>();
@@ -354,16 +317,7 @@ fn intervals_and_failure_seconds_add_up_to_the_totals() {
     assert!(doc["started_unix_ms"].as_u64().unwrap() > 1_700_000_000_000);
 
     // Closed loop: the intervals add up too; without --interval there are none.
-    let doc = ok_run(&[
-        "--target",
-        &srv.url,
-        "--concurrency",
-        "2",
-        "--queries",
-        "200",
-        "--interval",
-        "1m",
-    ]);
+    let doc = ok_run(&srv.url, "--concurrency 2 --queries 200 --interval 1m");
     let rows = doc["intervals"].as_array().expect("intervals");
     assert_eq!(rows.len(), 1);
     assert_eq!(
@@ -371,7 +325,7 @@ fn intervals_and_failure_seconds_add_up_to_the_totals() {
         (Some(200), Some(150))
     );
     assert_eq!(rows[0]["errors"]["http_503"], 50);
-    let doc = ok_run(&["--target", &srv.url, "--queries", "10"]);
+    let doc = ok_run(&srv.url, "--queries 10");
     assert!(doc["intervals"].is_null());
 }
 
@@ -388,16 +342,10 @@ fn stats_deltas_give_the_miss_bytes_ratio() {
         ..Behavior::default()
     });
     let from = format!("{},{}", a.url, b.url);
-    let (out, doc) = replay(&[
-        "--target",
+    let (out, doc) = replay(
         &a.url,
-        "--concurrency",
-        "3",
-        "--queries",
-        "300",
-        "--stats-from",
-        &from,
-    ]);
+        &format!("--concurrency 3 --queries 300 --stats-from {from}"),
+    );
     assert!(out.status.success(), "{}", stderr(&out));
     let doc = doc.unwrap();
     let s = &doc["stats"];
@@ -425,7 +373,7 @@ fn unreachable_target_fails_fast() {
     };
     let url = format!("http://127.0.0.1:{port}");
     let started = Instant::now();
-    let (out, doc) = replay(&["--target", &url, "--queries", "10"]);
+    let (out, doc) = replay(&url, "--queries 10");
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let err = stderr(&out);
     assert!(err.contains("unreachable") && err.contains(&url), "{err}");
@@ -437,31 +385,23 @@ fn unreachable_target_fails_fast() {
 #[test]
 fn bad_arguments_are_clear_errors() {
     let srv = serve(Behavior::default());
-    for (args, needle) in [
-        (vec!["--target", "localhost:80"], "--target"),
-        (vec!["--target", "https://x:1"], "only http://"),
-        (vec!["--target", &srv.url, "--rate", "0"], "--rate"),
-        (vec!["--target", &srv.url, "--rate", "fast"], "--rate"),
-        (vec!["--target", &srv.url, "--rate", "-5"], "--rate"),
-        (
-            vec!["--target", &srv.url, "--concurrency", "0"],
-            "--concurrency",
-        ),
-        (
-            vec!["--target", &srv.url, "--duration", "soon"],
-            "--duration",
-        ),
-        (
-            vec!["--target", &srv.url, "--stats-from", "nope"],
-            "--stats-from",
-        ),
-        (vec!["--target", &srv.url, "--interval", "0s"], "--interval"),
+    for (target, flags, needle) in [
+        ("localhost:80", "", "--target"),
+        ("https://x:1", "", "only http://"),
+        (&srv.url, "--rate 0", "--rate"),
+        (&srv.url, "--rate fast", "--rate"),
+        (&srv.url, "--rate -5", "--rate"),
+        (&srv.url, "--concurrency 0", "--concurrency"),
+        (&srv.url, "--duration soon", "--duration"),
+        (&srv.url, "--stats-from nope", "--stats-from"),
+        (&srv.url, "--interval 0s", "--interval"),
     ] {
-        let (out, _) = replay(&args);
+        let (out, _) = replay(target, flags);
         let err = stderr(&out);
-        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
-        assert!(err.contains(needle), "{args:?}: {err}");
-        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        let args = format!("--target {target} {flags}");
+        assert_eq!(out.status.code(), Some(1), "{args}: {err}");
+        assert!(err.contains(needle), "{args}: {err}");
+        assert!(!err.contains("panicked"), "{args}: {err}");
     }
     assert_eq!(srv.searches.load(Ordering::SeqCst), 0);
 }

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 #[path = "../../serving/tests/support/probe.rs"]
 mod probe;
-use probe::{allocator_options, connect, read_response, request, send, wait_closed};
+use probe::{assert_allocator_options, connect, read_response, request, send, wait_closed};
 
 fn build(dir: &Path) -> PathBuf {
     let idx = dir.join("idx");
@@ -263,18 +263,15 @@ fn the_replica_runs_on_jemalloc_with_one_arena_and_small_thread_caches() {
     // The options exported by the binary (`_rjem_malloc_conf`), read back from jemalloc: a
     // misspelt symbol would leave jemalloc's defaults (8 arenas, 32 KiB thread caches), and
     // the replica's 64 search threads would hold 58 MB instead of 22 (serving::alloc).
-    let opts = allocator_options(env!("CARGO_BIN_EXE_replica"));
-    for want in [
-        "narenas: 1",
-        "tcache_max: 1024",
-        "tcache_nslots_small_max: 16",
-        "dirty_decay_ms: 1000",
-        "muzzy_decay_ms: 0",
-        "background_thread: true",
-    ] {
-        assert!(
-            opts.iter().any(|o| o == want),
-            "jemalloc option {want:?} not in force: {opts:?}"
-        );
-    }
+    assert_allocator_options(
+        env!("CARGO_BIN_EXE_replica"),
+        &[
+            "narenas: 1",
+            "tcache_max: 1024",
+            "tcache_nslots_small_max: 16",
+            "dirty_decay_ms: 1000",
+            "muzzy_decay_ms: 0",
+            "background_thread: true",
+        ],
+    );
 }

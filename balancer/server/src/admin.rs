@@ -172,7 +172,7 @@ pub async fn method_not_allowed() -> Response {
 async fn metrics(AxState(app): AxState<Arc<App>>) -> Response {
     for (i, rep) in app.state.members.load().slots.iter().enumerate() {
         let Some(rep) = rep else { continue };
-        let in_flight = app.state.in_flight.count(i) as f64;
+        let in_flight = app.state.slots.counts.count(i) as f64;
         metrics::gauge!(m::IN_FLIGHT, "replica" => rep.name.clone()).set(in_flight);
         let up = rep.is_healthy() && !rep.is_drained();
         metrics::gauge!(m::REPLICA_UP, "replica" => rep.name.clone()).set(if up {
@@ -353,7 +353,7 @@ async fn list_replicas(AxState(app): AxState<Arc<App>>) -> Response {
                 "drained": r.is_drained(),
                 "checks": r.checks(),
                 "health_changed_at_check": r.health_changed_at_check(),
-                "in_flight": app.state.in_flight.count(i),
+                "in_flight": app.state.slots.counts.count(i),
             })
         })
         .collect();

@@ -14,49 +14,55 @@ use std::sync::Arc;
 use balancer::load::InFlight;
 use tokio::sync::Notify;
 
-/// An upstream request in flight on a replica slot; dropping it ends the request.
+/// Requests in flight per replica slot, and the wake-up of the queue when one ends: one
+/// allocation, shared by the state and every [`InFlightGuard`].
+#[derive(Debug)]
+pub struct Slots {
+    /// Requests in flight per slot (the `in-flight` load, and the others' stall guard).
+    pub counts: InFlight,
+    /// Wakes one request waiting for a replica slot each time an upstream request ends.
+    pub freed: Notify,
+}
+
+impl Slots {
+    /// Counts for `replicas` slots, nobody waiting.
+    pub fn new(replicas: usize) -> Self {
+        Slots {
+            counts: InFlight::new(replicas),
+            freed: Notify::new(),
+        }
+    }
+}
+
+/// An upstream request in flight on a replica slot; dropping it ends the request and wakes
+/// one waiter.
 #[derive(Debug)]
 pub struct InFlightGuard {
-    loads: Arc<InFlight>,
+    slots: Arc<Slots>,
     slot: usize,
-    freed: Arc<Notify>,
 }
 
 impl InFlightGuard {
-    /// Counts a request on `slot` of `loads` until the guard drops; then `freed` wakes one
-    /// waiter.
-    pub fn start(loads: &Arc<InFlight>, slot: usize, freed: &Arc<Notify>) -> Self {
-        loads.start(slot);
-        InFlightGuard {
-            loads: Arc::clone(loads),
+    /// Counts a request on `slot` until the guard drops, unless the slot already holds
+    /// `cap` requests (`cap` 0: no cap).
+    pub fn try_start(slots: &Arc<Slots>, slot: usize, cap: u64) -> Option<Self> {
+        let started = if cap == 0 {
+            slots.counts.start(slot);
+            true
+        } else {
+            slots.counts.try_start(slot, cap)
+        };
+        started.then(|| InFlightGuard {
+            slots: Arc::clone(slots),
             slot,
-            freed: Arc::clone(freed),
-        }
-    }
-
-    /// Like [`InFlightGuard::start`], unless `slot` already holds `cap` requests (`cap`
-    /// 0: no cap).
-    pub fn try_start(
-        loads: &Arc<InFlight>,
-        slot: usize,
-        cap: u64,
-        freed: &Arc<Notify>,
-    ) -> Option<Self> {
-        if cap == 0 {
-            return Some(Self::start(loads, slot, freed));
-        }
-        loads.try_start(slot, cap).then(|| InFlightGuard {
-            loads: Arc::clone(loads),
-            slot,
-            freed: Arc::clone(freed),
         })
     }
 }
 
 impl Drop for InFlightGuard {
     fn drop(&mut self) {
-        self.loads.finish(self.slot);
-        self.freed.notify_one();
+        self.slots.counts.finish(self.slot);
+        self.slots.freed.notify_one();
     }
 }
 

@@ -160,7 +160,7 @@ impl Proxy {
         self.queued.increment(1.0);
         let _leave = Leave(&self.queued);
         loop {
-            let freed = self.state.slot_freed.notified();
+            let freed = self.state.slots.freed.notified();
             tokio::pin!(freed);
             // Registered before routing again, so a slot freed in between is not missed.
             freed.as_mut().enable();

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwap;
-use balancer::load::{InFlight, LoadKind, LoadView, Window, MAX_REPLICAS};
+use balancer::load::{LoadKind, LoadView, Window, MAX_REPLICAS};
 use balancer::policy::table::{TablePolicy, TableVotes};
 use balancer::policy::{
     build_policy, PolicyError, PolicyKind, PolicyParams, QueryKey, Reason, RoutingPolicy, TermBytes,
@@ -20,9 +20,8 @@ use balancer::policy::{
 use balancer::ramp::{RampPolicy, RampedTable, SharedVotes};
 use data::rng::Rng;
 use hyper::body::Bytes;
-use tokio::sync::Notify;
 
-use crate::admit::InFlightGuard;
+use crate::admit::{InFlightGuard, Slots};
 use crate::config::Validated;
 use crate::metrics as m;
 use crate::replicas::{Members, QueryClock, Replica, ReplicaError};
@@ -125,7 +124,7 @@ pub enum Unrouted {
     /// No replica is left to try (none is a member, enabled and not yet tried).
     NoReplica,
     /// Some replica could take it, but every such replica holds `replica_max_in_flight`
-    /// requests: wait for a slot ([`State::slot_freed`]).
+    /// requests: wait for a slot ([`Slots::freed`]).
     AllFull,
 }
 
@@ -141,14 +140,13 @@ pub struct State {
     /// Term sizes (term-vote weights, table fallback).
     pub term_bytes: Arc<TermBytes>,
     admin_lock: Mutex<()>,
-    /// Requests in flight per slot (the load of `in-flight`, the stall guard of the others).
-    pub in_flight: Arc<InFlight>,
+    /// Requests in flight per slot (the load of `in-flight`, the stall guard of the
+    /// others), and the queue's wake-up when one ends.
+    pub slots: Arc<Slots>,
     /// The trailing window of `window` and `work`.
     pub window: Option<Window>,
     /// Routed queries (first attempts): the slow-start clock.
     pub clock: Arc<QueryClock>,
-    /// Wakes one request waiting for a replica slot each time an upstream request ends.
-    pub slot_freed: Arc<Notify>,
     seed: AtomicU64,
 }
 
@@ -211,10 +209,9 @@ impl State {
             routing: ArcSwap::from_pointee(routing),
             term_bytes,
             admin_lock: Mutex::new(()),
-            in_flight: Arc::new(InFlight::new(MAX_REPLICAS)),
+            slots: Arc::new(Slots::new(MAX_REPLICAS)),
             window,
             clock,
-            slot_freed: Arc::new(Notify::new()),
             seed: AtomicU64::new(seed),
         })
     }
@@ -252,7 +249,7 @@ impl State {
         }
         let mut full = 0u64;
         for i in 0..members.slots.len().min(MAX_REPLICAS) {
-            if self.in_flight.count(i) >= cap {
+            if self.slots.counts.count(i) >= cap {
                 full |= 1 << i;
             }
         }
@@ -266,12 +263,19 @@ impl State {
         let members = self.members.load();
         let base: &dyn LoadView = match &self.window {
             Some(w) => w,
-            None => &*self.in_flight,
+            None => &self.slots.counts,
         };
         let vcfg = self.view_config();
         let full = self.full_mask(&members);
         let view_of = |ignore_health: bool, skip: u64| {
-            View::new(&members, base, &self.in_flight, skip, ignore_health, vcfg)
+            View::new(
+                &members,
+                base,
+                &self.slots.counts,
+                skip,
+                ignore_health,
+                vcfg,
+            )
         };
         let mut view = view_of(false, exclude | full);
         if view.live_bits() == 0 {
@@ -318,12 +322,7 @@ impl State {
     /// replica already holds `replica_max_in_flight` (another request took the last place
     /// since [`State::route`] looked): then `None`, and the caller routes again.
     pub fn try_start(&self, index: usize) -> Option<InFlightGuard> {
-        InFlightGuard::try_start(
-            &self.in_flight,
-            index,
-            self.cfg.config.replica_max_in_flight,
-            &self.slot_freed,
-        )
+        InFlightGuard::try_start(&self.slots, index, self.cfg.config.replica_max_in_flight)
     }
 
     /// With `load = "work"`: records a query answered by slot `index` that read

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 #[path = "../../../serving/tests/support/probe.rs"]
 mod probe;
 use probe::{
-    allocator_options, connect, read_response, request, send, wait_closed, wait_until, Resp,
+    assert_allocator_options, connect, read_response, request, send, wait_closed, wait_until, Resp,
 };
 
 const TOKEN: &str = "s3cret";
@@ -922,15 +922,12 @@ fn the_balancer_runs_on_jemalloc_that_returns_freed_pages_within_a_second() {
     // The options exported by the binary (`_rjem_malloc_conf`), read back from jemalloc: a
     // misspelt symbol would leave jemalloc's defaults, which keep a burst's freed pages for
     // 10 s and purge them only when the balancer allocates again (serving::alloc).
-    let opts = allocator_options(env!("CARGO_BIN_EXE_balancer"));
-    for want in [
-        "dirty_decay_ms: 1000",
-        "muzzy_decay_ms: 0",
-        "background_thread: true",
-    ] {
-        assert!(
-            opts.iter().any(|o| o == want),
-            "jemalloc option {want:?} not in force: {opts:?}"
-        );
-    }
+    assert_allocator_options(
+        env!("CARGO_BIN_EXE_balancer"),
+        &[
+            "dirty_decay_ms: 1000",
+            "muzzy_decay_ms: 0",
+            "background_thread: true",
+        ],
+    );
 }

@@ -242,19 +242,26 @@ pub fn wait_until(limit: Duration, what: &str, mut cond: impl FnMut() -> bool) -
     start.elapsed()
 }
 
-/// The allocator options in force in the server binary `bin`, as jemalloc prints them at
-/// exit (`opt.narenas: 1`, ...) when `_RJEM_MALLOC_CONF=stats_print:true`; the binary runs
-/// with `--help`. Empty if the binary does not run on this build's jemalloc.
-pub fn allocator_options(bin: &str) -> Vec<String> {
+/// Asserts that jemalloc runs the server binary `bin` with every option in `wanted`
+/// (`"narenas: 1"`, as jemalloc prints them at exit under
+/// `_RJEM_MALLOC_CONF=stats_print:true`; the binary runs with `--help`).
+pub fn assert_allocator_options(bin: &str, wanted: &[&str]) {
     let out = Command::new(bin)
         .arg("--help")
         .env("_RJEM_MALLOC_CONF", "stats_print:true")
         .output()
         .expect("run the binary");
     assert!(out.status.success(), "{bin} --help: {:?}", out.status);
-    String::from_utf8_lossy(&out.stderr)
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let opts: Vec<&str> = stderr
         .lines()
         .filter_map(|l| l.trim().strip_prefix("opt."))
-        .map(|l| l.split(" (").next().unwrap_or(l).to_string())
-        .collect()
+        .map(|l| l.split(" (").next().unwrap_or(l))
+        .collect();
+    for want in wanted {
+        assert!(
+            opts.contains(want),
+            "jemalloc option {want:?} not in force: {opts:?}"
+        );
+    }
 }
