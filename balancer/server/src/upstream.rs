@@ -2,8 +2,11 @@
 //! `SendRequest` handles (HAProxy's `http-reuse always`: any idle connection serves any
 //! request), each connection driven by its own task. FIFO, not LIFO: every idle connection
 //! is reused in turn, so under a steady load the set of open connections keeps the size a
-//! burst gave it (at most `replica_max_in_flight` per worker) instead of letting the
-//! replica close the idle tail and reopening it at the next burst.
+//! burst gave it instead of letting the replica close the idle tail and reopening it at the
+//! next burst. A worker takes from its own queue first and from another worker's before it
+//! opens a connection, and a connection always returns to the queue it was opened for, so
+//! the connections to a replica never outnumber its requests in flight at their peak
+//! (at most `replica_max_in_flight`), whichever workers carried them.
 //!
 //! Replaces hyper-util's legacy pooled client on the request path. Under wrk that client
 //! cost, per request: formatting and re-parsing an absolute URI, a SipHash lookup of the
@@ -86,6 +89,14 @@ impl std::fmt::Display for UpstreamError {
     }
 }
 
+/// An open connection to a replica and the idle queue it returns to: that of the worker
+/// whose runtime drives it.
+#[derive(Debug)]
+pub struct Conn {
+    sender: Sender,
+    shard: usize,
+}
+
 /// The idle connections of one replica.
 #[derive(Debug)]
 pub struct Pool {
@@ -112,12 +123,19 @@ impl Pool {
             .sum()
     }
 
-    fn shard(&self) -> &Mutex<VecDeque<(Sender, Instant)>> {
-        &self.idle[worker() % SHARDS]
+    /// An idle connection: from this worker's queue, else from another worker's (oldest
+    /// first in each), so a burst on one worker does not open connections while another
+    /// worker's sit idle.
+    fn take(&self) -> Option<Conn> {
+        let own = worker() % SHARDS;
+        (0..SHARDS).find_map(|k| {
+            let shard = (own + k) % SHARDS;
+            self.take_from(shard).map(|sender| Conn { sender, shard })
+        })
     }
 
-    fn take(&self) -> Option<Sender> {
-        let mut idle = self.shard().lock().unwrap_or_else(|e| e.into_inner());
+    fn take_from(&self, shard: usize) -> Option<Sender> {
+        let mut idle = self.idle[shard].lock().unwrap_or_else(|e| e.into_inner());
         // Oldest first: one idle too long is dropped (closing it), and the next is newer.
         while let Some((s, since)) = idle.pop_front() {
             if since.elapsed() <= MAX_IDLE_AGE && !s.is_closed() {
@@ -127,13 +145,15 @@ impl Pool {
         None
     }
 
-    fn put(&self, s: Sender) {
-        if s.is_closed() {
+    fn put(&self, conn: Conn) {
+        if conn.sender.is_closed() {
             return;
         }
-        let mut idle = self.shard().lock().unwrap_or_else(|e| e.into_inner());
+        let mut idle = self.idle[conn.shard]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         if idle.len() < MAX_IDLE {
-            idle.push_back((s, Instant::now()));
+            idle.push_back((conn.sender, Instant::now()));
         }
     }
 
@@ -175,24 +195,31 @@ impl Pool {
         path: &PathAndQuery,
         headers: &HeaderMap,
         connect_timeout: Duration,
-    ) -> Result<(Response<Incoming>, Sender), UpstreamError> {
+    ) -> Result<(Response<Incoming>, Conn), UpstreamError> {
         let mut req = self.request(path, headers);
-        while let Some(mut s) = self.take() {
-            if s.ready().await.is_err() {
+        while let Some(mut conn) = self.take() {
+            if conn.sender.ready().await.is_err() {
                 continue;
             }
-            match s.try_send_request(req).await {
-                Ok(resp) => return Ok((resp, s)),
+            match conn.sender.try_send_request(req).await {
+                Ok(resp) => return Ok((resp, conn)),
                 Err(mut e) => match e.take_message() {
                     Some(r) => req = r,
                     None => return Err(UpstreamError::Request(e.into_error())),
                 },
             }
         }
-        let mut s = self.connect(connect_timeout).await?;
-        s.ready().await.map_err(UpstreamError::Request)?;
-        match s.send_request(req).await {
-            Ok(resp) => Ok((resp, s)),
+        let mut sender = self.connect(connect_timeout).await?;
+        sender.ready().await.map_err(UpstreamError::Request)?;
+        let conn_shard = worker() % SHARDS;
+        match sender.send_request(req).await {
+            Ok(resp) => Ok((
+                resp,
+                Conn {
+                    sender,
+                    shard: conn_shard,
+                },
+            )),
             Err(e) => Err(UpstreamError::Request(e)),
         }
     }
@@ -206,7 +233,7 @@ impl Pool {
 /// hold the client past `deadline_ms` (hyper then closes the client connection).
 pub struct Relay {
     body: Incoming,
-    conn: Option<Sender>,
+    conn: Option<Conn>,
     ended: bool,
     cut: bool,
     pool: Arc<Pool>,
@@ -235,7 +262,7 @@ pub struct RelayParts {
 
 impl Relay {
     /// Relays `body`, read from `conn`.
-    pub fn new(body: Incoming, conn: Sender, parts: RelayParts) -> Self {
+    pub fn new(body: Incoming, conn: Conn, parts: RelayParts) -> Self {
         Relay {
             body,
             conn: Some(conn),

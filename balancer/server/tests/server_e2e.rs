@@ -25,6 +25,8 @@ struct Backend {
     name: String,
     port: u16,
     hits: Arc<AtomicU64>,
+    /// Connections that carried at least one search (health checks left out).
+    search_conns: Arc<AtomicU64>,
     /// Milliseconds every request waits before its answer (0: none; a hung replica).
     stall: Arc<AtomicU64>,
     /// Answers every search with 503, as a replica past its `--max-inflight` does.
@@ -38,9 +40,11 @@ fn serve_conn(
     stream: TcpStream,
     name: String,
     hits: Arc<AtomicU64>,
+    search_conns: Arc<AtomicU64>,
     stall: Arc<AtomicU64>,
     shed: Arc<AtomicBool>,
 ) {
+    let mut searched = false;
     let mut out = match stream.try_clone() {
         Ok(s) => s,
         Err(_) => return,
@@ -60,6 +64,9 @@ fn serve_conn(
             if h == "\r\n" || h == "\n" {
                 break;
             }
+        }
+        if target.starts_with("/search") && !std::mem::replace(&mut searched, true) {
+            search_conns.fetch_add(1, Ordering::Relaxed);
         }
         let ms = stall.load(Ordering::Relaxed);
         if ms > 0 {
@@ -96,6 +103,7 @@ impl Backend {
             name: name.to_owned(),
             port,
             hits: Arc::new(AtomicU64::new(0)),
+            search_conns: Arc::new(AtomicU64::new(0)),
             stall: Arc::new(AtomicU64::new(0)),
             shed: Arc::new(AtomicBool::new(false)),
             stop: Arc::new(AtomicBool::new(false)),
@@ -108,10 +116,11 @@ impl Backend {
 
     fn run(&mut self, listener: TcpListener) {
         self.stop = Arc::new(AtomicBool::new(false));
-        let (stop, conns, hits, name, stall, shed) = (
+        let (stop, conns, hits, search_conns, name, stall, shed) = (
             Arc::clone(&self.stop),
             Arc::clone(&self.conns),
             Arc::clone(&self.hits),
+            Arc::clone(&self.search_conns),
             self.name.clone(),
             Arc::clone(&self.stall),
             Arc::clone(&self.shed),
@@ -125,13 +134,14 @@ impl Backend {
                 if let Ok(c) = s.try_clone() {
                     conns.lock().unwrap().push(c);
                 }
-                let (name, hits, stall, shed) = (
+                let (name, hits, search_conns, stall, shed) = (
                     name.clone(),
                     Arc::clone(&hits),
+                    Arc::clone(&search_conns),
                     Arc::clone(&stall),
                     Arc::clone(&shed),
                 );
-                thread::spawn(move || serve_conn(s, name, hits, stall, shed));
+                thread::spawn(move || serve_conn(s, name, hits, search_conns, stall, shed));
             }
         }));
     }
@@ -213,6 +223,11 @@ fn config(backends: &[&Backend], policy: &str, extra: &str) -> String {
 }
 
 fn spawn_balancer(dir: tempfile::TempDir, config_text: &str) -> Balancer {
+    spawn_balancer_with(dir, config_text, &[])
+}
+
+/// [`spawn_balancer`] with extra command-line arguments.
+fn spawn_balancer_with(dir: tempfile::TempDir, config_text: &str, args: &[&str]) -> Balancer {
     let path = dir.path().join("balancer.toml");
     std::fs::write(&path, config_text).unwrap();
     // Both readiness lines within a deadline (`listening on`, then `admin on`); the rest
@@ -220,7 +235,8 @@ fn spawn_balancer(dir: tempfile::TempDir, config_text: &str) -> Balancer {
     let (child, addr, lines) = start_listening(
         Command::new(env!("CARGO_BIN_EXE_balancer"))
             .arg("--config")
-            .arg(&path),
+            .arg(&path)
+            .args(args),
         &dir.path().join("balancer.stderr"),
         LIMIT,
         "balancer",
@@ -503,6 +519,49 @@ fn a_hung_backend_times_out_and_its_queries_fail_over() {
     assert_ne!(r.headers["x-ballot-replica"], "b1");
     bs[1].stall.store(0, Ordering::Relaxed);
     wait_health(&b, "b1", true);
+}
+
+#[test]
+fn connections_to_a_replica_never_outnumber_its_requests_in_flight() {
+    // Four workers share the client port, and the kernel spreads each round's 16 new
+    // client connections over them differently. A worker whose own idle queue runs short
+    // takes another worker's idle connection before it opens one, so the replica sees at
+    // most 16 connections however the rounds fall (soak: descriptors flat after bursts).
+    const CLIENTS: usize = 16;
+    const ROUNDS: usize = 6;
+    let backend = Backend::start("b0");
+    backend.stall.store(100, Ordering::Relaxed);
+    let b = spawn_balancer_with(
+        tempfile::tempdir().unwrap(),
+        &config(&[&backend], "name = \"round-robin\"", ""),
+        &["--workers", "4"],
+    );
+    for round in 0..ROUNDS {
+        let start = Arc::new(std::sync::Barrier::new(CLIENTS));
+        let clients: Vec<_> = (0..CLIENTS)
+            .map(|c| {
+                let (start, addr) = (Arc::clone(&start), b.addr);
+                thread::spawn(move || {
+                    start.wait();
+                    get(addr, &format!("/search?q=round{round}+client{c}")).status
+                })
+            })
+            .collect();
+        for c in clients {
+            assert_eq!(c.join().unwrap(), 200);
+        }
+        // Every connection is back in its queue before the next round starts.
+        thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(
+        backend.hits.load(Ordering::Relaxed),
+        (CLIENTS * ROUNDS) as u64
+    );
+    let opened = backend.search_conns.load(Ordering::Relaxed);
+    assert!(
+        (1..=CLIENTS as u64).contains(&opened),
+        "{opened} connections carried searches, for at most {CLIENTS} in flight"
+    );
 }
 
 #[test]
