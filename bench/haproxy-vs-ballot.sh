@@ -6,7 +6,9 @@
 # eps = 0.05); ballot routes with term voting (`term-vote`, or `table` when BENCH_TABLE
 # names a voting table) under the same bound. The same wrk load (Zipf-like queries over the
 # synthetic log's vocabulary) runs against each, alternately, on loopback; the script prints
-# requests/s and p99 latency of every run.
+# requests/s and p99 latency of every run, and the CPU time (user + system) the balancer
+# process used per request, a cost that does not depend on how the machine's cores were
+# shared with wrk and the backends during the run.
 #
 # Not part of CI. Needs root (or sudo) for apt when haproxy or wrk is missing, about 2.1 GB
 # of disk for the index (kept in BENCH_DIR and reused), and a few minutes.
@@ -158,6 +160,7 @@ backend replicas
 CFG
 haproxy -f "$RUN/haproxy.cfg" -db >"$RUN/haproxy.log" 2>&1 &
 PIDS+=($!)
+HAPROXY_PID=$!
 
 # --- ballot -----------------------------------------------------------------------------
 if [ -n "${BENCH_TABLE:-}" ]; then
@@ -194,6 +197,7 @@ address = "127.0.0.1:${PORTS[2]}"
 CFG
 "$BIN/balancer" --config "$RUN/balancer.toml" $BALLOT_ARGS >"$RUN/balancer.log" 2>&1 &
 PIDS+=($!)
+BALLOT_PID=$!
 wait_port "$HAPROXY_PORT" "$RUN/haproxy.log"
 wait_port "$BALLOT_PORT" "$RUN/balancer.log"
 
@@ -235,6 +239,15 @@ p99_ms() {
     printf "%.2f", v }' "$1"
 }
 rps() { awk '$1 == "Requests/sec:" { print $2 }' "$1"; }
+# CPU time (user + system, clock ticks) a process has used: fields 14 and 15 of its stat,
+# counted after the parenthesized command name.
+cpu_ticks() { sed 's/.*) //' "/proc/$1/stat" | awk '{ print $12 + $13 }'; }
+# The balancer's CPU microseconds per answered request over one run: a measure of its own
+# cost that does not depend on how the two cores were shared with wrk and the backends.
+cpu_us_per_request() { # ticks_before ticks_after wrk_output
+  awk -v t="$(( $2 - $1 ))" -v hz="$(getconf CLK_TCK)" '/ requests in / {
+    if ($1 > 0) printf "%.1f", t / hz * 1e6 / $1; else print "-" }' "$3"
+}
 # Replicas only: the flash bytes each replica has read (its /stats), one line of numbers.
 flash_bytes() {
   [ "$BACKENDS" = replica ] || return 0
@@ -263,18 +276,22 @@ else
 fi
 echo "balancer threads: $LB_THREADS (HAProxy nbthread, ballot --workers)"
 echo "load: wrk -t$THREADS -c$CONNS -d$DURATION (after $WARMUP warmup), alternating, $ROUNDS rounds"
-printf '%-8s %-6s %12s %10s %12s  %s\n' lb round "requests/s" "p99 ms" "flash max" "errors"
+printf '%-8s %-6s %12s %10s %12s %12s  %s\n' lb round "requests/s" "p99 ms" "cpu us/req" "flash max" "errors"
 RATIOS=()
 for round in $(seq 1 "$ROUNDS"); do
   for lb in haproxy ballot; do
-    port=$HAPROXY_PORT
-    [ "$lb" = ballot ] && port=$BALLOT_PORT
+    port=$HAPROXY_PORT pid=$HAPROXY_PID
+    [ "$lb" = ballot ] && port=$BALLOT_PORT pid=$BALLOT_PID
     run_wrk "$lb-warm" "$port" "$WARMUP"
     before=$(flash_bytes)
+    ticks=$(cpu_ticks "$pid")
     run_wrk "$lb" "$port" "$DURATION"
+    ticks_after=$(cpu_ticks "$pid")
     after=$(flash_bytes)
     f="$RUN/wrk-$lb.txt"
-    printf '%-8s %-6s %12s %10s %12s  %s\n' "$lb" "$round" "$(rps "$f")" "$(p99_ms "$f")" \
+    cpu_us_per_request "$ticks" "$ticks_after" "$f" >"$RUN/cpu-$lb-round$round.txt"
+    printf '%-8s %-6s %12s %10s %12s %12s  %s\n' "$lb" "$round" "$(rps "$f")" "$(p99_ms "$f")" \
+      "$(cat "$RUN/cpu-$lb-round$round.txt")" \
       "$(flash_share_max "$before" "$after")" "$(errors "$f")"
     cp "$f" "$BENCH_DIR/wrk-$lb-t$LB_THREADS-round$round.txt"
   done
@@ -282,13 +299,15 @@ for round in $(seq 1 "$ROUNDS"); do
     -v br="$(rps "$BENCH_DIR/wrk-ballot-t$LB_THREADS-round$round.txt")" \
     -v hp="$(p99_ms "$BENCH_DIR/wrk-haproxy-t$LB_THREADS-round$round.txt")" \
     -v bp="$(p99_ms "$BENCH_DIR/wrk-ballot-t$LB_THREADS-round$round.txt")" \
-    'BEGIN { if (hr > 0 && hp > 0) printf "%.2f %.2f", br / hr, bp / hp; else print "- -" }')")
+    -v hc="$(cat "$RUN/cpu-haproxy-round$round.txt")" -v bc="$(cat "$RUN/cpu-ballot-round$round.txt")" \
+    'BEGIN { if (hr > 0 && hp > 0) printf "%.2f %.2f", br / hr, bp / hp; else printf "- -"
+             if (hc > 0 && bc > 0) printf " %.2f\n", bc / hc; else print " -" }')")
 done
 echo
 echo "ballot / haproxy per round (targets: requests/s >= 0.90, p99 <= 1.20):"
 for i in "${!RATIOS[@]}"; do
-  read -r rr pr <<<"${RATIOS[$i]}"
-  printf '  round %-3s requests/s x%s  p99 x%s\n' "$((i + 1))" "$rr" "$pr"
+  read -r rr pr cr <<<"${RATIOS[$i]}"
+  printf '  round %-3s requests/s x%s  p99 x%s  cpu per request x%s\n' "$((i + 1))" "$rr" "$pr" "$cr"
 done
 echo
 echo "raw wrk output: $BENCH_DIR/wrk-*-t$LB_THREADS-round*.txt"
