@@ -7,8 +7,7 @@
 # names a voting table) under the same bound. The same wrk load (Zipf-like queries over the
 # synthetic log's vocabulary) runs against each, alternately, on loopback; the script prints
 # requests/s and p99 latency of every run, and the CPU time (user + system) the balancer
-# process used per request, a cost that does not depend on how the machine's cores were
-# shared with wrk and the backends during the run.
+# process used per request.
 #
 # Not part of CI. Needs root (or sudo) for apt when haproxy or wrk is missing, about 2.1 GB
 # of disk for the index (kept in BENCH_DIR and reused), and a few minutes.
@@ -242,8 +241,8 @@ rps() { awk '$1 == "Requests/sec:" { print $2 }' "$1"; }
 # CPU time (user + system, clock ticks) a process has used: fields 14 and 15 of its stat,
 # counted after the parenthesized command name.
 cpu_ticks() { sed 's/.*) //' "/proc/$1/stat" | awk '{ print $12 + $13 }'; }
-# The balancer's CPU microseconds per answered request over one run: a measure of its own
-# cost that does not depend on how the two cores were shared with wrk and the backends.
+# The balancer's CPU microseconds per answered request over one run: its own cost, which
+# the share of the cores it got does not set (contention still raises it: more task switches).
 cpu_us_per_request() { # ticks_before ticks_after wrk_output
   awk -v t="$(( $2 - $1 ))" -v hz="$(getconf CLK_TCK)" '/ requests in / {
     if ($1 > 0) printf "%.1f", t / hz * 1e6 / $1; else print "-" }' "$3"
@@ -278,6 +277,7 @@ echo "balancer threads: $LB_THREADS (HAProxy nbthread, ballot --workers)"
 echo "load: wrk -t$THREADS -c$CONNS -d$DURATION (after $WARMUP warmup), alternating, $ROUNDS rounds"
 printf '%-8s %-6s %12s %10s %12s %12s  %s\n' lb round "requests/s" "p99 ms" "cpu us/req" "flash max" "errors"
 RATIOS=()
+declare -A CPU # CPU us per request of this round's run, by balancer
 for round in $(seq 1 "$ROUNDS"); do
   for lb in haproxy ballot; do
     port=$HAPROXY_PORT pid=$HAPROXY_PID
@@ -289,9 +289,9 @@ for round in $(seq 1 "$ROUNDS"); do
     ticks_after=$(cpu_ticks "$pid")
     after=$(flash_bytes)
     f="$RUN/wrk-$lb.txt"
-    cpu_us_per_request "$ticks" "$ticks_after" "$f" >"$RUN/cpu-$lb-round$round.txt"
+    CPU[$lb]=$(cpu_us_per_request "$ticks" "$ticks_after" "$f")
     printf '%-8s %-6s %12s %10s %12s %12s  %s\n' "$lb" "$round" "$(rps "$f")" "$(p99_ms "$f")" \
-      "$(cat "$RUN/cpu-$lb-round$round.txt")" \
+      "${CPU[$lb]}" \
       "$(flash_share_max "$before" "$after")" "$(errors "$f")"
     cp "$f" "$BENCH_DIR/wrk-$lb-t$LB_THREADS-round$round.txt"
   done
@@ -299,7 +299,7 @@ for round in $(seq 1 "$ROUNDS"); do
     -v br="$(rps "$BENCH_DIR/wrk-ballot-t$LB_THREADS-round$round.txt")" \
     -v hp="$(p99_ms "$BENCH_DIR/wrk-haproxy-t$LB_THREADS-round$round.txt")" \
     -v bp="$(p99_ms "$BENCH_DIR/wrk-ballot-t$LB_THREADS-round$round.txt")" \
-    -v hc="$(cat "$RUN/cpu-haproxy-round$round.txt")" -v bc="$(cat "$RUN/cpu-ballot-round$round.txt")" \
+    -v hc="${CPU[haproxy]}" -v bc="${CPU[ballot]}" \
     'BEGIN { if (hr > 0 && hp > 0) printf "%.2f %.2f", br / hr, bp / hp; else printf "- -"
              if (hc > 0 && bc > 0) printf " %.2f\n", bc / hc; else print " -" }')")
 done

@@ -22,6 +22,7 @@ use std::cell::Cell;
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -54,14 +55,24 @@ thread_local! {
     static WORKER: Cell<usize> = const { Cell::new(0) };
 }
 
+/// Idle queues that some worker uses (1 + the highest worker number set, at most
+/// [`SHARDS`]): the ones [`Pool::take`] looks into.
+static QUEUES_IN_USE: AtomicUsize = AtomicUsize::new(1);
+
 /// This thread's worker number (0 for the main thread): which idle queue it uses.
 pub fn worker() -> usize {
     WORKER.with(Cell::get)
 }
 
+/// This thread's idle queue.
+fn own_queue() -> usize {
+    worker() % SHARDS
+}
+
 /// Sets this thread's worker number (the client listener's worker threads call it once).
 pub fn set_worker(n: usize) {
     WORKER.with(|w| w.set(n));
+    QUEUES_IN_USE.fetch_max(n % SHARDS + 1, Ordering::Relaxed);
 }
 
 /// Why an upstream request failed.
@@ -127,9 +138,10 @@ impl Pool {
     /// first in each), so a burst on one worker does not open connections while another
     /// worker's sit idle.
     fn take(&self) -> Option<Conn> {
-        let own = worker() % SHARDS;
-        (0..SHARDS).find_map(|k| {
-            let shard = (own + k) % SHARDS;
+        let own = own_queue();
+        let queues = QUEUES_IN_USE.load(Ordering::Relaxed).max(own + 1);
+        (0..queues).find_map(|k| {
+            let shard = (own + k) % queues;
             self.take_from(shard).map(|sender| Conn { sender, shard })
         })
     }
@@ -211,15 +223,9 @@ impl Pool {
         }
         let mut sender = self.connect(connect_timeout).await?;
         sender.ready().await.map_err(UpstreamError::Request)?;
-        let conn_shard = worker() % SHARDS;
+        let shard = own_queue();
         match sender.send_request(req).await {
-            Ok(resp) => Ok((
-                resp,
-                Conn {
-                    sender,
-                    shard: conn_shard,
-                },
-            )),
+            Ok(resp) => Ok((resp, Conn { sender, shard })),
             Err(e) => Err(UpstreamError::Request(e)),
         }
     }
