@@ -35,7 +35,8 @@
 # (13 with ROUNDS=2).
 #
 # Knobs (environment): BENCH_DIR (default target/bench-e2e), DOCS (1000000), REPLICAS (4),
-# CACHE_FRAC (0.05), EPS (0.05; HAProxy's hash-balance-factor is 100 x (1 + EPS)), FLASH_MBPS
+# CACHE_FRAC (0.05), EVICTION (sieve, the replica's default; every replica's cache, and what
+# the table is trained for and the simulation replays), EPS (0.05; HAProxy's hash-balance-factor is 100 x (1 + EPS)), FLASH_MBPS
 # (10, per replica), FLASH_US (100 us per read), CONCURRENCY (16 closed-loop workers), RATE
 # (empty; when set, the measured replay is open loop at RATE queries/s, latency counted from
 # each query's intended send time, and the warm-up stays closed loop), WARM_QUERIES (10000),
@@ -58,6 +59,7 @@ BENCH_DIR=${BENCH_DIR:-$ROOT/target/bench-e2e}
 DOCS=${DOCS:-1000000}
 REPLICAS=${REPLICAS:-4}
 CACHE_FRAC=${CACHE_FRAC:-0.05}
+EVICTION=${EVICTION:-sieve}
 EPS=${EPS:-0.05}
 FLASH_MBPS=${FLASH_MBPS:-10}
 FLASH_US=${FLASH_US:-100}
@@ -117,18 +119,18 @@ if [ ! -f "$INDEX/manifest.json" ] ||
   "$BIN/ballot" build-index --docs "$DOCS" -o "$INDEX"
 fi
 SIZES=$INDEX/sizes.parquet
-TAG="docs$DOCS-r$REPLICAS-f$CACHE_FRAC-e$EPS"
+TAG="docs$DOCS-r$REPLICAS-f$CACHE_FRAC-e$EPS-$EVICTION"
 [ "$FLASH_PRICE" != 0 ] && TAG="$TAG-fp$FLASH_PRICE"
 TABLE=$BENCH_DIR/table-$TAG.parquet
 EVAL=$BENCH_DIR/eval-$TAG.json
 if [ ! -f "$TABLE" ] || [ "$TABLE" -ot "$INDEX/manifest.json" ]; then
   "$BIN/ballot" train --sizes "$SIZES" --replicas "$REPLICAS" --cache-frac "$CACHE_FRAC" \
-    --eps "$EPS" --flash-price "$FLASH_PRICE" -o "$TABLE" --report "$BENCH_DIR/train-$TAG.json" >"$BENCH_DIR/train-$TAG.log" 2>&1 ||
+    --eviction "$EVICTION" --eps "$EPS" --flash-price "$FLASH_PRICE" -o "$TABLE" --report "$BENCH_DIR/train-$TAG.json" >"$BENCH_DIR/train-$TAG.log" 2>&1 ||
     { tail -20 "$BENCH_DIR/train-$TAG.log" >&2; exit 1; }
 fi
 if [ ! -f "$EVAL" ] || [ "$EVAL" -ot "$TABLE" ]; then
   "$BIN/ballot" eval --sizes "$SIZES" --replicas "$REPLICAS" --cache-frac "$CACHE_FRAC" \
-    --eps "$EPS" --policies round-robin,ch-bl,table --table "$TABLE" --json "$EVAL" >/dev/null
+    --eviction "$EVICTION" --eps "$EPS" --policies round-robin,ch-bl,table --table "$TABLE" --json "$EVAL" >/dev/null
 fi
 CACHE_BYTES=$(python3 -c '
 import json, sys
@@ -185,7 +187,7 @@ start_replicas() { # run tag
   local i pids=()
   for i in $(seq 0 $((REPLICAS - 1))); do
     "$BIN/replica" --index "$INDEX" --listen "127.0.0.1:${PORTS[$i]}" \
-      --cache-bytes "$CACHE_BYTES" --id "r$i" \
+      --cache-bytes "$CACHE_BYTES" --eviction "$EVICTION" --id "r$i" \
       --flash-read-mbps "$FLASH_MBPS" --flash-latency-us "$FLASH_US" \
       >"$RUN/$1-replica$i.log" 2>&1 &
     PIDS+=($!)
@@ -299,7 +301,7 @@ rm -rf "$OUT"
 mkdir -p "$OUT"
 
 echo "replicas: $REPLICAS x replica, index $DOCS docs ($(stat -c %s "$INDEX/postings.bin") postings bytes),"
-echo "  cache $CACHE_BYTES bytes each ($CACHE_FRAC of the log's distinct postings bytes), LRU,"
+echo "  cache $CACHE_BYTES bytes each ($CACHE_FRAC of the log's distinct postings bytes), $EVICTION,"
 echo "  flash $FLASH_MBPS MB/s + $FLASH_US us per read each"
 echo "balancers: eps $EPS (HAProxy hash-balance-factor $BALANCE_FACTOR), $LB_THREADS thread(s) each;" \
   "$(haproxy -v 2>/dev/null | head -1 | cut -d' ' -f1-3)"

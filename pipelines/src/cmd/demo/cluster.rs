@@ -231,6 +231,8 @@ pub struct ReplicaSpec {
     pub index: PathBuf,
     /// RAM cache bytes.
     pub cache_bytes: u64,
+    /// Eviction policy of the RAM cache.
+    pub eviction: cache_sim::eviction::EvictionKind,
     /// Emulated flash bandwidth, MB/s.
     pub flash_read_mbps: Option<f64>,
 }
@@ -248,6 +250,8 @@ pub fn start_replica(spec: &ReplicaSpec, i: usize, logs: &Path) -> Result<Proc> 
         spec.cache_bytes.to_string(),
         "--id".into(),
         name.clone(),
+        "--eviction".into(),
+        spec.eviction.name().into(),
     ];
     if let Some(m) = spec.flash_read_mbps {
         args.extend(["--flash-read-mbps".into(), m.to_string()]);

@@ -51,6 +51,8 @@ pub struct LiveSetup<'a> {
     pub table: PathBuf,
     /// Per-replica cache bytes.
     pub cache_bytes: u64,
+    /// Eviction policy of every replica's cache (live and simulated).
+    pub eviction: EvictionKind,
     /// Emulated flash bandwidth per replica, MB/s.
     pub flash_read_mbps: Option<f64>,
     /// Load-bound slack.
@@ -174,6 +176,8 @@ pub struct LiveReport {
     pub replicas: usize,
     /// Per-replica cache bytes.
     pub cache_bytes: u64,
+    /// Eviction policy of every replica's cache.
+    pub eviction: EvictionKind,
     /// Emulated flash MB/s per replica.
     pub flash_read_mbps: Option<f64>,
     /// Warm-up, closed-loop and open-loop query counts.
@@ -283,6 +287,7 @@ pub fn run(setup: &LiveSetup<'_>) -> Result<LiveReport> {
         rows,
         replicas: setup.replicas,
         cache_bytes: setup.cache_bytes,
+        eviction: setup.eviction,
         flash_read_mbps: setup.flash_read_mbps,
         warm_queries: setup.warm.len(),
         saturate_queries: setup.saturate.len(),
@@ -317,6 +322,7 @@ fn serve_policy(
     let spec = ReplicaSpec {
         index: setup.index.clone(),
         cache_bytes: setup.cache_bytes,
+        eviction: setup.eviction,
         flash_read_mbps: setup.flash_read_mbps,
     };
     let replicas = (0..setup.replicas)
@@ -483,6 +489,7 @@ fn predict(
     };
     let policy = build_policy(kind, &params)?;
     let mut cfg = QueueConfig::new(setup.replicas, setup.cache_bytes);
+    cfg.eviction = setup.eviction;
     cfg.balancer.load = setup.live_load_for(kind);
     cfg.balancer.work_query_bytes = setup.routing.work_query_bytes;
     cfg.replica.flash_read_mbps = setup.flash_read_mbps;
@@ -531,7 +538,7 @@ fn simulate(setup: &LiveSetup<'_>, table: &Arc<VotingTable>) -> Result<Vec<Simul
     let cfg = SimConfig {
         replicas: setup.replicas,
         capacity_bytes: setup.cache_bytes,
-        eviction: EvictionKind::Lru,
+        eviction: setup.eviction,
         window: DEFAULT_WINDOW,
         seed: 1,
         load: SimLoad::Queries,

@@ -55,6 +55,10 @@ pub struct DemoArgs {
     /// Per-replica cache sizes to simulate (fractions of the distinct postings bytes).
     #[arg(long, default_value = "0.02,0.05,0.1", value_delimiter = ',')]
     pub cache_frac: Vec<f64>,
+    /// Eviction policy of the replicas' caches, trained for and simulated (lru, sieve or
+    /// s3fifo).
+    #[arg(long, default_value_t = cache_sim::eviction::EvictionKind::SERVING_DEFAULT)]
+    pub eviction: cache_sim::eviction::EvictionKind,
     /// Train with this flash-balance weight (`ballot train --flash-price`; 0 = off).
     #[arg(long, default_value_t = 0.0)]
     pub flash_price: f64,
@@ -198,7 +202,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
         split: split.clone(),
         replicas: args.replicas,
         cache_frac: args.train_cache_frac,
-        eviction: cache_sim::eviction::EvictionKind::Lru,
+        eviction: args.eviction,
         eps: DEMO_EPS,
         iterations: defaults.iterations,
         seed: 1,
@@ -226,7 +230,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
         cache_frac: args.cache_frac.clone(),
         policies: "all".into(),
         table: Some(table.clone()),
-        eviction: cache_sim::eviction::EvictionKind::Lru,
+        eviction: args.eviction,
         eps: DEMO_EPS,
         window: cache_sim::sim::replay::DEFAULT_WINDOW,
         seed: 1,
@@ -260,6 +264,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
             sizes: &loaded,
             table: table.clone(),
             cache_bytes,
+            eviction: args.eviction,
             flash_read_mbps: Some(args.flash_read_mbps),
             eps: DEMO_EPS,
             routing: args.routing.clone(),

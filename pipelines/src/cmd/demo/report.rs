@@ -22,7 +22,7 @@ pub fn render(report: &EvalReport, live: Option<&LiveReport>) -> Result<String> 
     writeln!(
         md,
         "Log: {} — {} queries ({} train, {} test), {} distinct terms, {} bytes of postings. \
-         R = {} replicas, LRU caches, load bound eps = {} over a trailing window of {} queries.\n",
+         R = {} replicas, {} caches, load bound eps = {} over a trailing window of {} queries.\n",
         c["log"],
         c["queries"],
         c["train_queries"],
@@ -30,6 +30,7 @@ pub fn render(report: &EvalReport, live: Option<&LiveReport>) -> Result<String> 
         c["distinct_terms"],
         c["distinct_postings_bytes"],
         c["replicas"],
+        c["eviction"].as_str().unwrap_or("?"),
         c["eps"],
         c["window"]
     )?;
@@ -89,13 +90,14 @@ fn live_section(md: &mut String, live: &LiveReport) -> Result<()> {
     writeln!(md, "\n## Live: real replicas and balancer over HTTP\n")?;
     writeln!(
         md,
-        "For each policy: {} fresh `replica` processes ({} cache bytes each, LRU, flash \
+        "For each policy: {} fresh `replica` processes ({} cache bytes each, {}, flash \
          emulated at {} MB/s per replica) behind a `balancer` process, all on loopback. \
          {} queries from the end of the train part warm the caches (not counted); then {} \
          test queries run closed-loop with {} clients (throughput at saturation), and {} \
          more open-loop at the same offered rate for every policy (latency at equal load).\n",
         live.replicas,
         live.cache_bytes,
+        live.eviction,
         live.flash_read_mbps
             .map_or_else(|| "device".to_owned(), |m| m.to_string()),
         live.warm_queries,
