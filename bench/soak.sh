@@ -30,7 +30,8 @@
 # empty: LOAD x measured saturation), WARM_SECS (10), SAT_SECS (10), SAT_CONCURRENCY (32),
 # REPLICAS (4, at least 3), SYNTH_QUERIES (200000), DOCS (200000), CACHE_FRAC (0.05 of the
 # index's postings bytes per replica), FLASH_MBPS (20 per replica; 0 = no emulation),
-# FLASH_US (100), CHAOS_EVERY (30 s), KILL_BUDGET (10 s: failures of requests sent within this
+# FLASH_US (100), EVICTION (lru: every replica's cache, and what the table is trained for),
+# CHAOS_EVERY (30 s), KILL_BUDGET (10 s: failures of requests sent within this
 # long after a kill are reported apart from all others), PAUSE_SECS (10), DRAIN_SECS (5), SLOWLORIS (200),
 # SAMPLE_EVERY (5 s), SOAK_DIR (a fresh directory under target/soak), SKIP_BUILD=1 (use the
 # binaries in BIN_DIR), BIN_DIR (target/release), BALANCER_EXTRA (top-level TOML lines added
@@ -56,6 +57,7 @@ DOCS=${DOCS:-200000}
 CACHE_FRAC=${CACHE_FRAC:-0.05}
 FLASH_MBPS=${FLASH_MBPS:-20}
 FLASH_US=${FLASH_US:-100}
+EVICTION=${EVICTION:-lru}
 CHAOS_EVERY=${CHAOS_EVERY:-30}
 KILL_BUDGET=${KILL_BUDGET:-10}
 CONNECTIONS=${CONNECTIONS:-512}
@@ -132,7 +134,7 @@ wait_line() {
 INDEX=$SOAK_DIR/index
 "$BIN_DIR/ballot" build-index --synth-queries "$SYNTH_QUERIES" --docs "$DOCS" -o "$INDEX" >"$SOAK_DIR/build-index.log" 2>&1
 "$BIN_DIR/ballot" train --synth-queries "$SYNTH_QUERIES" --sizes "$INDEX/sizes.parquet" \
-  --replicas "$REPLICAS" -o "$SOAK_DIR/tables/table.parquet" >"$SOAK_DIR/train.log" 2>&1
+  --replicas "$REPLICAS" --eviction "$EVICTION" -o "$SOAK_DIR/tables/table.parquet" >"$SOAK_DIR/train.log" 2>&1
 CACHE_BYTES=$(python3 -c '
 import json, sys
 m = json.load(open(sys.argv[1]))
@@ -141,7 +143,7 @@ print(int(m["postings_bytes"] * float(sys.argv[2])))' "$INDEX/manifest.json" "$C
 # --- processes --------------------------------------------------------------------------
 start_replica() { # start_replica I [PORT]
   local i=$1 listen=127.0.0.1:${2:-0} log=$SOAK_DIR/r$1.log
-  local args=(--index "$INDEX" --listen "$listen" --cache-bytes "$CACHE_BYTES" --id "r$i")
+  local args=(--index "$INDEX" --listen "$listen" --cache-bytes "$CACHE_BYTES" --eviction "$EVICTION" --id "r$i")
   if [ "$FLASH_MBPS" != 0 ]; then args+=(--flash-read-mbps "$FLASH_MBPS" --flash-latency-us "$FLASH_US"); fi
   : >"$log.out"
   "$BIN_DIR/replica" "${args[@]}" >"$log.out" 2>>"$log" &
