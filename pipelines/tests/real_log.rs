@@ -132,14 +132,12 @@ fn config(doc: &[Value], replicas: u64, frac: f64) -> &[Value] {
         .unwrap()
 }
 
-#[test]
-fn standard_evaluation_orders_the_policies() {
-    let Some((log, freq)) = standard_data() else {
-        return;
-    };
+/// Runs `ballot eval` on the standard setup (R = 8, 5% caches) with `extra` flags and
+/// returns its JSON report.
+fn eval_standard(log: &Path, freq: &Path, extra: &[&str]) -> Value {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("eval.json");
-    let out = ballot(&[
+    let mut args = vec![
         "eval",
         "--log",
         log.to_str().unwrap(),
@@ -149,13 +147,21 @@ fn standard_evaluation_orders_the_policies() {
         "8",
         "--cache-frac",
         "0.05",
-        "--policies",
-        "round-robin,term-vote",
         "--json",
         json.to_str().unwrap(),
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let doc = read_json(&json);
+    ];
+    args.extend(extra);
+    let out = ballot(&args);
+    assert!(out.status.success(), "eval {extra:?}: {}", stderr(&out));
+    read_json(&json)
+}
+
+#[test]
+fn standard_evaluation_orders_the_policies() {
+    let Some((log, freq)) = standard_data() else {
+        return;
+    };
+    let doc = eval_standard(&log, &freq, &["--policies", "round-robin,term-vote"]);
     assert_eq!(doc["config"]["queries"], 554_541, "collapsed AOL log size");
     let results = doc["results"].as_array().unwrap();
     let rr = num(row(results, "round-robin"), "miss_bytes_ratio");
@@ -172,40 +178,6 @@ fn standard_evaluation_orders_the_policies() {
     assert!(num(row(results, "term-vote"), "imbalance") <= BALANCED);
 }
 
-/// The miss bytes ratio of every untrained policy, AOL at R = 8, 5% caches of `eviction`.
-fn untrained_miss_bytes(log: &Path, freq: &Path, eviction: &str) -> Vec<(String, f64)> {
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("eval.json");
-    let out = ballot(&[
-        "eval",
-        "--log",
-        log.to_str().unwrap(),
-        "--freq",
-        freq.to_str().unwrap(),
-        "--replicas",
-        "8",
-        "--cache-frac",
-        "0.05",
-        "--eviction",
-        eviction,
-        "--json",
-        json.to_str().unwrap(),
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let doc = read_json(&json);
-    doc["results"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| {
-            (
-                r["policy"].as_str().unwrap().to_owned(),
-                num(r, "miss_bytes_ratio"),
-            )
-        })
-        .collect()
-}
-
 /// What SIEVE caches (`--eviction sieve`) offer: on the standard evaluation's log they read
 /// at least 15% fewer flash bytes than LRU under every untrained routing policy (measured:
 /// 20-25% fewer, docs/results.md "SIEVE caches").
@@ -214,16 +186,19 @@ fn sieve_caches_read_fewer_flash_bytes_than_lru_under_every_policy() {
     let Some((log, freq)) = standard_data() else {
         return;
     };
-    let lru = untrained_miss_bytes(&log, &freq, "lru");
-    let sieve = untrained_miss_bytes(&log, &freq, "sieve");
+    // Without --table, every policy but the table.
+    let lru = eval_standard(&log, &freq, &["--eviction", "lru"]);
+    let sieve = eval_standard(&log, &freq, &["--eviction", "sieve"]);
+    let (lru, sieve) = (
+        lru["results"].as_array().unwrap(),
+        sieve["results"].as_array().unwrap(),
+    );
     assert!(lru.len() >= 8, "every untrained policy: {lru:?}");
     let mut claims = Claims::default();
-    for (policy, l) in &lru {
-        let s = sieve
-            .iter()
-            .find(|(p, _)| p == policy)
-            .unwrap_or_else(|| panic!("no {policy} row under sieve"))
-            .1;
+    for r in lru {
+        let policy = r["policy"].as_str().unwrap();
+        let l = num(r, "miss_bytes_ratio");
+        let s = num(row(sieve, policy), "miss_bytes_ratio");
         claims.check(s <= 0.85 * l, || {
             format!("{policy}: sieve {s:.4} is not 15% below lru {l:.4}")
         });
@@ -341,26 +316,11 @@ fn train_and_score(log: &Path, freq: &Path, dir: &Path, name: &str, extra: &[&st
     args.extend(extra);
     let out = ballot(&args);
     assert!(out.status.success(), "train {name}: {}", stderr(&out));
-    let json = dir.join(format!("{name}.json"));
-    let out = ballot(&[
-        "eval",
-        "--log",
-        log.to_str().unwrap(),
-        "--freq",
-        freq.to_str().unwrap(),
-        "--replicas",
-        "8",
-        "--cache-frac",
-        "0.05",
-        "--policies",
-        "table",
-        "--table",
-        table.to_str().unwrap(),
-        "--json",
-        json.to_str().unwrap(),
-    ]);
-    assert!(out.status.success(), "eval {name}: {}", stderr(&out));
-    let doc = read_json(&json);
+    let doc = eval_standard(
+        log,
+        freq,
+        &["--policies", "table", "--table", table.to_str().unwrap()],
+    );
     num(
         row(doc["results"].as_array().unwrap(), "table"),
         "miss_bytes_ratio",
