@@ -36,7 +36,8 @@
 #
 # Knobs (environment): BENCH_DIR (default target/bench-e2e), DOCS (1000000), REPLICAS (4),
 # CACHE_FRAC (0.05), EVICTION (lru, the replica's default; or sieve, s3fifo: every replica's
-# cache, and what the table is trained for and the simulation replays), EPS (0.05; HAProxy's hash-balance-factor is 100 x (1 + EPS)), FLASH_MBPS
+# cache, and what the table is trained for and the simulation replays), EPS (0.05;
+# HAProxy's hash-balance-factor is 100 x (1 + EPS)), FLASH_MBPS
 # (10, per replica), FLASH_US (100 us per read), CONCURRENCY (16 closed-loop workers), RATE
 # (empty; when set, the measured replay is open loop at RATE queries/s, latency counted from
 # each query's intended send time, and the warm-up stays closed loop), WARM_QUERIES (10000),

@@ -241,8 +241,8 @@ rps() { awk '$1 == "Requests/sec:" { print $2 }' "$1"; }
 # CPU time (user + system, clock ticks) a process has used: fields 14 and 15 of its stat,
 # counted after the parenthesized command name.
 cpu_ticks() { sed 's/.*) //' "/proc/$1/stat" | awk '{ print $12 + $13 }'; }
-# The balancer's CPU microseconds per answered request over one run: its own cost, which
-# the share of the cores it got does not set (contention still raises it: more task switches).
+# The balancer's CPU microseconds per answered request over one run: its own cost per
+# request (contention with wrk and the backends still raises it: more task switches).
 cpu_us_per_request() { # ticks_before ticks_after wrk_output
   awk -v t="$(( $2 - $1 ))" -v hz="$(getconf CLK_TCK)" '/ requests in / {
     if ($1 > 0) printf "%.1f", t / hz * 1e6 / $1; else print "-" }' "$3"
