@@ -174,6 +174,8 @@ async fn metrics(AxState(app): AxState<Arc<App>>) -> Response {
         let Some(rep) = rep else { continue };
         let in_flight = app.state.slots.counts.count(i) as f64;
         metrics::gauge!(m::IN_FLIGHT, "replica" => rep.name.clone()).set(in_flight);
+        let queued = app.state.slots.queued(i) as f64;
+        metrics::gauge!(m::REPLICA_QUEUED, "replica" => rep.name.clone()).set(queued);
         let up = rep.is_healthy() && !rep.is_drained();
         metrics::gauge!(m::REPLICA_UP, "replica" => rep.name.clone()).set(if up {
             1.0
@@ -354,6 +356,7 @@ async fn list_replicas(AxState(app): AxState<Arc<App>>) -> Response {
                 "checks": r.checks(),
                 "health_changed_at_check": r.health_changed_at_check(),
                 "in_flight": app.state.slots.counts.count(i),
+                "queued": app.state.slots.queued(i),
             })
         })
         .collect();

@@ -12,8 +12,8 @@
 //!                                     # load_window) or "work" (their flash bytes + a fixed cost)
 //! load_window = 10000
 //! work_query_bytes = 4096             # work: the fixed per-query cost, in flash bytes
-//! stall_eps = 1.0                     # window, work: full anyway at ceil((1+stall_eps)·mean in flight)
-//! stall_slack = 2                     #   + stall_slack requests in flight
+//! stall_eps = 1.0                     # window, work: full anyway at a backlog (in flight +
+//! stall_slack = 2                     #   queued) of ceil((1+stall_eps)·mean backlog) + stall_slack
 //! slow_start_queries = 2000           # a replica that comes back ramps its share up over these
 //! request_timeout_ms = 1000           # one upstream attempt
 //! deadline_ms = 3000                  # the whole client request, retries included
@@ -25,7 +25,7 @@
 //! max_connections = 10000             # open client connections (lowered to fit ulimit -n)
 //! max_in_flight = 4096                # client requests in flight; past it 503 + Retry-After
 //! replica_max_in_flight = 128         # requests in flight per replica (0: no cap); past it a
-//!                                     # request waits in the balancer's queue for a free slot
+//!                                     # request waits in that replica's queue for a place
 //! queue_timeout_ms = 2000             #   at most this long (within the deadline), then 503
 //! admin_max_upload_bytes = 67108864   # largest POST /admin/table body
 //! tables_dir = "tables"               # {"path": ...} reloads only read tables in here
@@ -209,9 +209,10 @@ pub struct Config {
     /// it does not absorb the whole backlog at once. 0 disables slow start.
     #[serde(default = "default_slow_start_queries")]
     pub slow_start_queries: u64,
-    /// With `load = "window"` or `"work"`, a replica also counts as full while it holds at least
-    /// `ceil((1 + stall_eps) * (in-flight total + 1) / live) + stall_slack` requests in
-    /// flight: it is falling behind (a slow disk, a hot spot), and its queries overflow.
+    /// With `load = "window"` or `"work"`, a replica also counts as full while its backlog
+    /// (requests in flight plus queued) is at least
+    /// `ceil((1 + stall_eps) * (backlog total + 1) / live) + stall_slack`: it is falling
+    /// behind (a slow disk, a hot spot), and its queries overflow.
     #[serde(default = "default_stall_eps")]
     pub stall_eps: f64,
     /// See `stall_eps`.
@@ -254,9 +255,9 @@ pub struct Config {
     #[serde(default = "default_max_in_flight")]
     pub max_in_flight: usize,
     /// Requests in flight on one replica at most (HAProxy's server `maxconn`; 0: no cap).
-    /// A replica at its cap counts as full: routing skips it, and when every live replica
-    /// is at its cap the request waits in the balancer's queue for the first slot that
-    /// frees, instead of piling onto a replica that would shed it. Keep it below the
+    /// A request routed to a replica at its cap waits in that replica's queue for a place
+    /// there (first come, first served), instead of piling onto a replica that would shed
+    /// it or taking another replica's place (and cache). Keep it below the
     /// replicas' own `--max-inflight` (256 by default) divided by the balancers in front.
     #[serde(default = "default_replica_max_in_flight")]
     pub replica_max_in_flight: u64,

@@ -22,9 +22,11 @@ pub const EJECTIONS: &str = "ballot_ejections_total";
 pub const SHED: &str = "ballot_upstream_shed_total";
 /// Requests in flight, by replica.
 pub const IN_FLIGHT: &str = "ballot_in_flight";
-/// Client requests waiting for a replica slot (every live replica at
+/// Client requests waiting in the replicas' queues (their replica at
 /// `replica_max_in_flight`).
 pub const QUEUED: &str = "ballot_queued";
+/// Client requests waiting in one replica's queue.
+pub const REPLICA_QUEUED: &str = "ballot_replica_queued";
 /// Whether a replica is live (healthy, enabled), by replica.
 pub const REPLICA_UP: &str = "ballot_replica_up";
 /// Routing-decision latency (tokenize, hash, route), seconds.
@@ -93,7 +95,11 @@ fn describe() {
         "Queries a replica shed with 503 and the balancer retried on another replica"
     );
     describe_gauge!(IN_FLIGHT, "Requests in flight per replica");
-    describe_gauge!(QUEUED, "Client requests waiting for a replica slot");
+    describe_gauge!(QUEUED, "Client requests waiting for a replica place");
+    describe_gauge!(
+        REPLICA_QUEUED,
+        "Client requests waiting for a place on this replica"
+    );
     describe_gauge!(REPLICA_UP, "1 if the replica is healthy and enabled");
     describe_histogram!(ROUTE_SECONDS, "Routing decision latency in seconds");
     describe_histogram!(UPSTREAM_SECONDS, "Upstream latency to response headers");

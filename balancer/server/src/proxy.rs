@@ -13,11 +13,12 @@
 //! response body included.
 //!
 //! Before routing, a request must find a place among `max_in_flight` ([`admit`](crate::admit)):
-//! past it the answer is 503 with `Retry-After: 1`. A replica holding
-//! `replica_max_in_flight` requests is skipped; when every live replica does, the request
-//! waits in the balancer's queue (HAProxy's `maxconn` and `timeout queue`) for the first
-//! slot that frees, up to `queue_timeout_ms`, so a burst waits here instead of being shed
-//! by the replicas. The client's end-to-end headers go to
+//! past it the answer is 503 with `Retry-After: 1`. A request routed to a replica holding
+//! `replica_max_in_flight` requests waits in that replica's queue (HAProxy's server
+//! `maxconn` and `timeout queue`) for a place there, up to `queue_timeout_ms`, so a burst
+//! waits here instead of being shed by the replicas, and each query still reaches the
+//! replica its terms chose; it routes again only if that replica leaves (ejected, drained
+//! or removed) while it waits. The client's end-to-end headers go to
 //! the replica with `x-forwarded-for` and `x-request-id` added ([`forward`]),
 //! and every answer echoes the request id.
 
@@ -45,7 +46,8 @@ use crate::access;
 use crate::admit::{Admission, InFlightGuard};
 use crate::forward::{self, X_REQUEST_ID};
 use crate::metrics as m;
-use crate::state::{Choice, State, Unrouted};
+use crate::replicas::Replica;
+use crate::state::{Choice, NoReplica, State};
 use crate::upstream::{Relay, RelayParts};
 use balancer::policy::{hash_tokens, QueryKey, Reason};
 use data::query::extract_q;
@@ -107,7 +109,36 @@ fn reason_index(reason: Reason) -> usize {
     }
 }
 
+/// How often a request waiting in a replica's queue checks that the replica still takes
+/// requests.
+const QUEUE_RECHECK: Duration = Duration::from_millis(100);
+
+/// Why a request got no place on a replica.
+enum Unplaced {
+    /// No replica is left to try.
+    NoReplica,
+    /// The request waited `queue_timeout_ms` (or until its deadline) in this replica's
+    /// queue.
+    QueueTimeout(Arc<Replica>),
+}
+
 impl Proxy {
+    /// The answer after a wait in `replica`'s queue timed out: 503 with `Retry-After`.
+    fn queue_timeout(&self, replica: &Replica) -> Response {
+        let c = &self.state.cfg.config;
+        metrics::counter!(m::CLIENT_ERRORS, "kind" => "queue_timeout").increment(1);
+        let mut r = json_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "queue timeout: replica {} held {} requests for {} ms; retry later",
+                replica.name, c.replica_max_in_flight, c.queue_timeout_ms
+            ),
+        );
+        r.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        r
+    }
+
     /// A proxy over `state`.
     pub fn new(state: Arc<State>) -> Self {
         Proxy {
@@ -120,73 +151,77 @@ impl Proxy {
         }
     }
 
-    /// Tokenizes, hashes and routes `q`, skipping `exclude`.
-    fn route(&self, q: &str, exclude: u64) -> Result<Choice, Unrouted> {
+    /// Tokenizes and hashes `q`, then decides with `f` (timed as routing).
+    fn with_query<T>(&self, q: &str, f: impl FnOnce(&QueryKey<'_>) -> T) -> T {
         let start = Instant::now();
-        let choice = BUF.with(|b| {
+        let out = BUF.with(|b| {
             let mut b = b.borrow_mut();
             let (tokens, hashes) = &mut *b;
             tokens.tokenize(q);
             let qh = hash_tokens(tokens, hashes);
-            self.state.route(&QueryKey::new(qh, hashes), exclude)
+            f(&QueryKey::new(qh, hashes))
         });
         self.route_seconds.record(start.elapsed().as_secs_f64());
-        choice
+        out
     }
 
-    /// Routes `q` and takes a place on the chosen replica. A replica that filled up since
-    /// routing looked (another request took its last place) counts as every replica
-    /// being full: the caller waits and routes again.
-    fn place(&self, q: &str, exclude: u64) -> Result<(Choice, InFlightGuard), Unrouted> {
-        let choice = self.route(q, exclude)?;
-        match self.state.try_start(choice.index) {
-            Some(guard) => Ok((choice, guard)),
-            None => Err(Unrouted::AllFull),
-        }
-    }
-
-    /// Waits in the queue until a replica slot frees and `q` routes (HAProxy's queue at a
-    /// server's `maxconn`): each request that ends wakes the oldest waiter, which routes
-    /// again. Gives up at `queue_timeout_ms` or the request's deadline, whichever comes
-    /// first, with 503 and `Retry-After`; or with the usual 503 when no replica is left.
-    async fn wait_for_slot(
+    /// Routes `q` (skipping `exclude`) and takes a place on the chosen replica, waiting in
+    /// its queue while it is full.
+    async fn place(
         &self,
         q: &str,
         exclude: u64,
         deadline: Instant,
-    ) -> Result<(Choice, InFlightGuard), Response> {
-        let cfg = &self.state.cfg;
-        let until = deadline.min(Instant::now() + cfg.queue_timeout());
+    ) -> Result<(Choice, InFlightGuard), Unplaced> {
+        loop {
+            let routed = self.with_query(q, |key| {
+                let choice = self.state.route(key, exclude)?;
+                if let Some(guard) = self.state.slots.try_start(choice.index) {
+                    return Ok(Ok((choice, guard)));
+                }
+                Ok(Err(choice))
+            });
+            let placed = match routed.map_err(|NoReplica| Unplaced::NoReplica)? {
+                Ok(placed) => placed,
+                Err(choice) => match self.wait_in_queue(&choice, deadline).await? {
+                    Some(guard) => (choice, guard),
+                    None => continue,
+                },
+            };
+            if exclude == 0 {
+                self.state.routed(placed.0.index);
+            }
+            return Ok(placed);
+        }
+    }
+
+    /// Waits in the chosen replica's queue for a place there (HAProxy's per-server
+    /// queue): the place a finished request frees goes to the oldest waiter. Gives up at
+    /// `queue_timeout_ms` or the request's deadline, whichever comes first; returns
+    /// `None` (route again) when the replica stops taking requests meanwhile.
+    async fn wait_in_queue(
+        &self,
+        choice: &Choice,
+        deadline: Instant,
+    ) -> Result<Option<InFlightGuard>, Unplaced> {
+        let mut waiter = match self.state.slots.enqueue(choice.index) {
+            Ok(guard) => return Ok(Some(guard)),
+            Err(waiter) => waiter,
+        };
         self.queued.increment(1.0);
         let _leave = Leave(&self.queued);
+        let until = deadline.min(Instant::now() + self.state.cfg.queue_timeout());
         loop {
-            let freed = self.state.slots.freed.notified();
-            tokio::pin!(freed);
-            // Registered before routing again, so a slot freed in between is not missed.
-            freed.as_mut().enable();
-            match self.place(q, exclude) {
-                Ok(placed) => return Ok(placed),
-                Err(Unrouted::NoReplica) => {
-                    metrics::counter!(m::CLIENT_ERRORS, "kind" => "no_replica").increment(1);
-                    return Err(json_error(
-                        StatusCode::SERVICE_UNAVAILABLE,
-                        "no live replica",
-                    ));
-                }
-                Err(Unrouted::AllFull) => {}
+            let look = until.min(Instant::now() + QUEUE_RECHECK);
+            if let Some(guard) = waiter.wait_until(look.into()).await {
+                return Ok(Some(guard));
             }
-            if tokio::time::timeout_at(until.into(), freed).await.is_err() {
-                metrics::counter!(m::CLIENT_ERRORS, "kind" => "queue_timeout").increment(1);
-                let mut r = json_error(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    format!(
-                        "queue timeout: every replica held {} requests for {} ms; retry later",
-                        cfg.config.replica_max_in_flight, cfg.config.queue_timeout_ms
-                    ),
-                );
-                r.headers_mut()
-                    .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-                return Err(r);
+            if Instant::now() >= until {
+                return Err(Unplaced::QueueTimeout(Arc::clone(&choice.replica)));
+            }
+            let r = &choice.replica;
+            if !r.is_healthy() || r.is_drained() || r.is_removed() {
+                return Ok(None);
             }
         }
     }
@@ -269,17 +304,14 @@ impl Proxy {
                     format!("deadline passed after {attempt} attempts: {last_error}"),
                 );
             };
-            let (choice, guard) = match self.place(&q, exclude) {
+            let (choice, guard) = match self.place(&q, exclude, deadline).await {
                 Ok(placed) => placed,
-                Err(Unrouted::AllFull) => match self.wait_for_slot(&q, exclude, deadline).await {
-                    Ok(placed) => placed,
-                    Err(resp) => return resp,
-                },
-                Err(Unrouted::NoReplica) if attempt == 0 => {
+                Err(Unplaced::QueueTimeout(replica)) => return self.queue_timeout(&replica),
+                Err(Unplaced::NoReplica) if attempt == 0 => {
                     metrics::counter!(m::CLIENT_ERRORS, "kind" => "no_replica").increment(1);
                     return json_error(StatusCode::SERVICE_UNAVAILABLE, "no live replica");
                 }
-                Err(Unrouted::NoReplica) => break,
+                Err(Unplaced::NoReplica) => break,
             };
             let reason_ix = if attempt == 0 {
                 reason_index(choice.reason)

@@ -21,7 +21,7 @@ use balancer::ramp::{RampPolicy, RampedTable, SharedVotes};
 use data::rng::Rng;
 use hyper::body::Bytes;
 
-use crate::admit::{InFlightGuard, Slots};
+use crate::admit::Slots;
 use crate::config::Validated;
 use crate::metrics as m;
 use crate::replicas::{Members, QueryClock, Replica, ReplicaError};
@@ -118,15 +118,10 @@ pub struct Choice {
     pub reason: Reason,
 }
 
-/// Why a query could not be routed now.
+/// No replica is left to route a query to: none is a member, enabled and not yet tried
+/// by the request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Unrouted {
-    /// No replica is left to try (none is a member, enabled and not yet tried).
-    NoReplica,
-    /// Some replica could take it, but every such replica holds `replica_max_in_flight`
-    /// requests: wait for a slot ([`Slots::freed`]).
-    AllFull,
-}
+pub struct NoReplica;
 
 /// Everything the handlers share.
 pub struct State {
@@ -140,8 +135,8 @@ pub struct State {
     /// Term sizes (term-vote weights, table fallback).
     pub term_bytes: Arc<TermBytes>,
     admin_lock: Mutex<()>,
-    /// Requests in flight per slot (the load of `in-flight`, the stall guard of the
-    /// others), and the queue's wake-up when one ends.
+    /// Requests in flight and queued per slot (the load of `in-flight`, the stall guard
+    /// of the others), bounded by `replica_max_in_flight`.
     pub slots: Arc<Slots>,
     /// The trailing window of `window` and `work`.
     pub window: Option<Window>,
@@ -202,6 +197,7 @@ impl State {
         );
         let window = matches!(cfg.load, LoadKind::Window | LoadKind::Work)
             .then(|| Window::new(MAX_REPLICAS, cfg.config.load_window));
+        let places = Arc::new(Slots::new(MAX_REPLICAS, cfg.config.replica_max_in_flight));
         Ok(State {
             cfg,
             kind,
@@ -209,7 +205,7 @@ impl State {
             routing: ArcSwap::from_pointee(routing),
             term_bytes,
             admin_lock: Mutex::new(()),
-            slots: Arc::new(Slots::new(MAX_REPLICAS)),
+            slots: places,
             window,
             clock,
             seed: AtomicU64::new(seed),
@@ -239,55 +235,41 @@ impl State {
         }
     }
 
-    /// The replicas holding `replica_max_in_flight` requests or more, as a bit mask (0
-    /// without a cap). Other requests may take places between this read and
-    /// [`State::try_start`], which holds the cap exactly.
-    fn full_mask(&self, members: &Members) -> u64 {
-        let cap = self.cfg.config.replica_max_in_flight;
-        if cap == 0 {
-            return 0;
-        }
-        let mut full = 0u64;
-        for i in 0..members.slots.len().min(MAX_REPLICAS) {
-            if self.slots.counts.count(i) >= cap {
-                full |= 1 << i;
-            }
-        }
-        full
+    /// Routes `query`, skipping the replicas in `exclude` (the ones a request already
+    /// failed on): the policy's decision over the server's [`View`]. A full replica is
+    /// not skipped: the request waits in its queue ([`Slots::enqueue`]), and the stall
+    /// guard and the load bound see the backlog. Allocation-free.
+    pub fn route(&self, query: &QueryKey<'_>, exclude: u64) -> Result<Choice, NoReplica> {
+        self.decide(query, exclude, true)
     }
 
-    /// Routes `query`, skipping the replicas in `exclude` (the ones a request already
-    /// failed on) and the ones at `replica_max_in_flight`: the policy's decision over the
-    /// server's [`View`]. Allocation-free.
-    pub fn route(&self, query: &QueryKey<'_>, exclude: u64) -> Result<Choice, Unrouted> {
+    /// The policy's decision among the live replicas not in `exclude`; with
+    /// `last_resort`, among the ejected ones too when no healthy one is left.
+    fn decide(
+        &self,
+        query: &QueryKey<'_>,
+        exclude: u64,
+        last_resort: bool,
+    ) -> Result<Choice, NoReplica> {
         let members = self.members.load();
         let base: &dyn LoadView = match &self.window {
             Some(w) => w,
-            None => &self.slots.counts,
+            None => &*self.slots,
         };
         let vcfg = self.view_config();
-        let full = self.full_mask(&members);
-        let view_of = |ignore_health: bool, skip: u64| {
-            View::new(
-                &members,
-                base,
-                &self.slots.counts,
-                skip,
-                ignore_health,
-                vcfg,
-            )
+        let view_of = |ignore_health: bool| {
+            View::new(&members, base, &self.slots, exclude, ignore_health, vcfg)
         };
-        let mut view = view_of(false, exclude | full);
+        let mut view = view_of(false);
         if view.live_bits() == 0 {
-            // Every remaining replica is ejected, drained or full. A full one frees a place
-            // when one of its requests ends: wait for it. Ejected ones only: try them anyway
-            // rather than fail.
-            if full & !exclude != 0 {
-                return Err(Unrouted::AllFull);
+            if !last_resort {
+                return Err(NoReplica);
             }
-            view = view_of(true, exclude);
+            // Every remaining replica is ejected or drained: try the ejected ones anyway
+            // rather than fail.
+            view = view_of(true);
             if view.live_bits() == 0 {
-                return Err(Unrouted::NoReplica);
+                return Err(NoReplica);
             }
         }
         let seed = self
@@ -297,20 +279,13 @@ impl State {
         let d = self.routing.load().policy.route(query, &view, &mut rng);
         let index = usize::from(d.replica);
         if !view.is_live(index) {
-            return Err(Unrouted::NoReplica);
+            return Err(NoReplica);
         }
         let replica = members
             .slots
             .get(index)
             .and_then(Option::as_ref)
-            .ok_or(Unrouted::NoReplica)?;
-        if exclude == 0 {
-            // First attempts only: a retry is the same query, as in the simulator.
-            self.clock.tick();
-            if let (Some(w), LoadKind::Window) = (&self.window, self.cfg.load) {
-                w.record(index, 1);
-            }
-        }
+            .ok_or(NoReplica)?;
         Ok(Choice {
             replica: Arc::clone(replica),
             index,
@@ -318,11 +293,13 @@ impl State {
         })
     }
 
-    /// Counts a request in flight on slot `index` until the guard drops, unless the
-    /// replica already holds `replica_max_in_flight` (another request took the last place
-    /// since [`State::route`] looked): then `None`, and the caller routes again.
-    pub fn try_start(&self, index: usize) -> Option<InFlightGuard> {
-        InFlightGuard::try_start(&self.slots, index, self.cfg.config.replica_max_in_flight)
+    /// Counts a query placed on slot `index` at its first attempt (a retry is the same
+    /// query, as in the simulator): the slow-start clock, and the `window` load.
+    pub fn routed(&self, index: usize) {
+        self.clock.tick();
+        if let (Some(w), LoadKind::Window) = (&self.window, self.cfg.load) {
+            w.record(index, 1);
+        }
     }
 
     /// With `load = "work"`: records a query answered by slot `index` that read

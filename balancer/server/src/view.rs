@@ -6,11 +6,13 @@
 //! - **Liveness:** a replica is live when it is a member, healthy (active checks with
 //!   fall/rise and passive ejection, as HAProxy), not drained, and not excluded by the
 //!   current request's failed attempts.
-//! - **Requests in flight** of every replica ([`LoadView::in_flight`]), by which the
-//!   `table` policy chooses among a query's homes.
-//! - **Stall guard** (window and work loads): a replica holding at least
-//!   `ceil((1+stall_eps)·(in-flight + 1)/live) + stall_slack` requests in flight counts as
-//!   full whatever its window says: it is falling behind, and its queries overflow.
+//! - **Backlog** of every replica ([`LoadView::in_flight`]: requests in flight there plus
+//!   requests waiting in its queue, [`Slots::backlog`]), by which the `table` policy
+//!   chooses among a query's homes.
+//! - **Stall guard** (window and work loads): a replica whose backlog reaches
+//!   `ceil((1+stall_eps)·(backlog + 1)/live) + stall_slack` (the backlog summed over the
+//!   replicas) counts as full whatever its window says: it is falling behind, and its
+//!   queries overflow.
 //! - **Slow start** (HAProxy's `slowstart`, in routed queries): a replica that became live
 //!   `k` queries ago, with `k < slow_start`, has weight `s = max(k / slow_start, 1/64)`.
 //!   The view reports its load as `load / s` and the total as `total · live / Σ s`, so the
@@ -22,7 +24,9 @@
 
 use std::sync::Arc;
 
-use balancer::load::{InFlight, LoadView, MAX_REPLICAS};
+use balancer::load::{LoadView, MAX_REPLICAS};
+
+use crate::admit::Slots;
 
 use crate::replicas::{Members, Replica};
 
@@ -33,9 +37,9 @@ const MIN_WEIGHT: f64 = 1.0 / 64.0;
 pub struct View<'a> {
     slots: &'a [Option<Arc<Replica>>],
     base: &'a dyn LoadView,
-    in_flight: &'a InFlight,
+    backlog: &'a Slots,
     live: u64,
-    /// Replicas at or above this many requests in flight count as full.
+    /// Replicas with at least this backlog count as full.
     stall_cap: u64,
     /// Slow-start weights of the live replicas (1.0 outside slow start).
     weight: [f64; MAX_REPLICAS],
@@ -60,13 +64,13 @@ pub struct ViewConfig {
 }
 
 impl<'a> View<'a> {
-    /// A view of `members` over `base` (which may be `in_flight` itself), excluding the
+    /// A view of `members` over `base` (which may be `backlog` itself), excluding the
     /// replicas in the `exclude` bit mask. With `ignore_health`, ejected replicas count as
     /// live (the last resort when every replica is ejected).
     pub fn new(
         members: &'a Members,
         base: &'a dyn LoadView,
-        in_flight: &'a InFlight,
+        backlog: &'a Slots,
         exclude: u64,
         ignore_health: bool,
         cfg: ViewConfig,
@@ -97,7 +101,7 @@ impl<'a> View<'a> {
         }
         let stall_cap = match cfg.stall_eps {
             Some(eps) => {
-                balancer::load::load_cap(eps, in_flight.total(), live.count_ones() as usize)
+                balancer::load::load_cap(eps, backlog.backlog_total(), live.count_ones() as usize)
                     .saturating_add(cfg.stall_slack)
             }
             None => u64::MAX,
@@ -110,7 +114,7 @@ impl<'a> View<'a> {
         View {
             slots,
             base,
-            in_flight,
+            backlog,
             live,
             stall_cap,
             weight,
@@ -130,7 +134,7 @@ impl LoadView for View<'_> {
         if replica >= self.slots.len() || self.slots[replica].is_none() {
             return 0;
         }
-        if self.in_flight.count(replica) >= self.stall_cap {
+        if self.backlog.backlog(replica) >= self.stall_cap {
             return u64::MAX;
         }
         let load = self.base.load(replica);
@@ -154,7 +158,7 @@ impl LoadView for View<'_> {
 
     #[inline]
     fn in_flight(&self, replica: usize) -> Option<u64> {
-        Some(self.in_flight.count(replica))
+        Some(self.backlog.backlog(replica))
     }
 
     #[inline]
@@ -202,10 +206,10 @@ mod tests {
     fn liveness_follows_health_drain_exclusion_and_removal() {
         let clock = Arc::new(QueryClock::default());
         let mut m = members(4, &clock);
-        let f = InFlight::new(4);
-        f.start(0);
-        f.start(0);
-        f.start(2);
+        let f = Slots::new(4, 0);
+        f.counts.start(0);
+        f.counts.start(0);
+        f.counts.start(2);
         m.slots[1].as_ref().unwrap().eject("test");
         m.slots[3].as_ref().unwrap().set_drained(true);
         let v = View::new(&m, &f, &f, 0, false, PLAIN);
@@ -230,7 +234,7 @@ mod tests {
         for r in [0, 0, 0, 1, 2] {
             w.record_mut(r, 1);
         }
-        let f = InFlight::new(4);
+        let f = Slots::new(4, 0);
         let cfg = ViewConfig {
             stall_eps: Some(1.0),
             stall_slack: 8,
@@ -240,16 +244,48 @@ mod tests {
         // ceil(2 * 12 / 4) + 8 = 14 > 11, so its window load counts. With 20: cap
         // ceil(2 * 21 / 4) + 8 = 19 <= 20, so it is full whatever the window says.
         for _ in 0..11 {
-            f.start(3);
+            f.counts.start(3);
         }
         let v = View::new(&m, &w, &f, 0, false, cfg);
         assert_eq!((v.load(0), v.load(1), v.load(3), v.total()), (3, 1, 0, 5));
         for _ in 0..9 {
-            f.start(3);
+            f.counts.start(3);
         }
         let v = View::new(&m, &w, &f, 0, false, cfg);
         assert_eq!(v.load(3), u64::MAX);
         assert_eq!(v.below_cap_bits(0b1111, 2), 0b0110);
+    }
+
+    #[test]
+    fn requests_waiting_in_a_queue_count_in_the_backlog() {
+        let clock = Arc::new(QueryClock::default());
+        let m = members(4, &clock);
+        let w = Window::new(4, 100);
+        // Two places per replica. Replica 3 holds both and has 18 requests queued;
+        // replica 0 holds one. Backlog 20 of 21: stall cap ceil(2 * 22 / 4) + 8 = 19.
+        let s = Arc::new(Slots::new(4, 2));
+        let held: Vec<_> = [3, 3, 0].iter().map(|&r| s.try_start(r).unwrap()).collect();
+        let waiting: Vec<_> = (0..18).map(|_| s.enqueue(3).unwrap_err()).collect();
+        let cfg = ViewConfig {
+            stall_eps: Some(1.0),
+            stall_slack: 8,
+            ..PLAIN
+        };
+        let v = View::new(&m, &w, &s, 0, false, cfg);
+        assert_eq!((v.in_flight(3), v.in_flight(0)), (Some(20), Some(1)));
+        assert_eq!(v.load(3), u64::MAX, "full by its queue");
+        assert_eq!(v.load(0), 0, "the window load");
+        // The in-flight load itself is the backlog.
+        let v = View::new(&m, &*s, &s, 0, false, PLAIN);
+        assert_eq!((v.load(3), v.total()), (20, 21));
+        drop(waiting);
+        assert_eq!(
+            (s.backlog(3), s.queued_total()),
+            (2, 0),
+            "leaving empties the queue"
+        );
+        drop(held);
+        assert_eq!(s.backlog_total(), 0);
     }
 
     #[test]
@@ -267,7 +303,7 @@ mod tests {
         let r3 = m.slots[3].as_ref().unwrap();
         r3.eject("paused");
         r3.record_check(true, 1, 1); // back at clock 1000
-        let f = InFlight::new(4);
+        let f = Slots::new(4, 0);
         let cfg = |now| ViewConfig {
             slow_start: 400,
             now,

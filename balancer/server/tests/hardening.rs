@@ -9,7 +9,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -38,6 +38,8 @@ enum Reply {
     Body(u64, String),
     /// 200 after this many milliseconds, counting the requests answered at once.
     Counted(u64, Arc<Concurrency>),
+    /// 200 after the delay in milliseconds it holds when the request comes.
+    Delay(Arc<AtomicU64>),
     /// 200 with the request's headers as the body, one `name: value` per line.
     EchoHeaders,
     /// Headers promising 1,000 bytes, 10 of them, then a stall of 10 s.
@@ -85,6 +87,10 @@ fn serve_backend(stream: TcpStream, reply: Reply) {
                     thread::sleep(Duration::from_millis(*ms));
                     c.now.fetch_sub(1, Ordering::SeqCst);
                     "counted".to_owned()
+                }
+                Reply::Delay(ms) => {
+                    thread::sleep(Duration::from_millis(ms.load(Ordering::SeqCst)));
+                    "delayed".to_owned()
                 }
                 Reply::EchoHeaders => headers,
                 Reply::StallMidBody => {
@@ -819,6 +825,90 @@ fn past_replica_max_in_flight_requests_wait_in_the_queue_then_time_out() {
         metrics.contains("ballot_client_errors_total{kind=\"queue_timeout\"} 1"),
         "{metrics}"
     );
+}
+
+#[test]
+fn a_query_waits_for_its_own_replica_rather_than_a_place_another_one_freed() {
+    // One place per replica. Two queries whose terms hash to b0 and one to b1; b1 frees
+    // its place first. The second b0 query, queued while both were full, must wait for b0
+    // (its cache), not take b1's place: a shared queue that sent waiters wherever a place
+    // freed broke the caches' partition once every replica was full, and kept a paused
+    // cluster overloaded. A b0 query that arrives next finds b0's backlog (one in flight,
+    // one queued) over the load bound and overflows to b1.
+    let delays = [Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0))];
+    let b0 = Backend::start(Reply::Delay(Arc::clone(&delays[0])));
+    let b1 = Backend::start(Reply::Delay(Arc::clone(&delays[1])));
+    let lb = spawn(
+        &config(
+            &[&b0, &b1],
+            "replica_max_in_flight = 1\nqueue_timeout_ms = 2500",
+        )
+        .replace("round-robin", "ch-bl"),
+    );
+    let mut home: [Vec<String>; 2] = Default::default();
+    for i in 0..64 {
+        let q = format!("term{i}");
+        let r = lb.search(&q);
+        assert_eq!(r.status, 200, "{}", r.text());
+        let b = r.headers.get("x-ballot-replica").map(String::as_str);
+        home[usize::from(b == Some("b1"))].push(q);
+        if home[0].len() >= 2 && !home[1].is_empty() {
+            break;
+        }
+    }
+    assert!(home[0].len() >= 2 && !home[1].is_empty(), "{home:?}");
+    delays[0].store(900, Ordering::SeqCst);
+    delays[1].store(300, Ordering::SeqCst);
+    let addr = lb.addr;
+    let send = |q: String| {
+        thread::spawn(move || request(addr, "GET", &format!("/search?q={q}"), &[], b""))
+    };
+    let first = send(home[0][0].clone());
+    thread::sleep(Duration::from_millis(50));
+    let other = send(home[1][0].clone());
+    thread::sleep(Duration::from_millis(50));
+    // Sent once b1 is idle again, while b0 is full and has a queue.
+    let late = {
+        let q = home[0][0].clone();
+        thread::spawn(move || {
+            thread::sleep(Duration::from_millis(350));
+            let sent = Instant::now();
+            (
+                request(addr, "GET", &format!("/search?q={q}"), &[], b""),
+                sent.elapsed(),
+            )
+        })
+    };
+    let waiting = Instant::now();
+    let second = lb.search(&home[0][1]);
+    let waited = waiting.elapsed();
+    assert_eq!(second.status, 200, "{}", second.text());
+    assert_eq!(
+        second.headers.get("x-ballot-replica").map(String::as_str),
+        Some("b0"),
+        "waited {waited:?}"
+    );
+    assert!(
+        waited >= Duration::from_millis(1400),
+        "behind b0's first query: {waited:?}"
+    );
+    for t in [first, other] {
+        assert_eq!(t.join().unwrap().status, 200);
+    }
+    let (late, took) = late.join().unwrap();
+    assert_eq!(late.status, 200, "{}", late.text());
+    let header = |r: &Resp, h: &str| r.headers.get(h).cloned().unwrap_or_default();
+    assert_eq!(
+        (
+            header(&late, "x-ballot-replica"),
+            header(&late, "x-ballot-reason")
+        ),
+        ("b1".to_owned(), "overflow".to_owned()),
+        "the load bound counts the queue ({took:?})"
+    );
+    assert!(took < Duration::from_millis(800), "{took:?}");
+    let replicas = lb.admin("GET", "/admin/replicas", b"").text();
+    assert!(replicas.contains("\"queued\":0"), "{replicas}");
 }
 
 #[test]

@@ -42,7 +42,7 @@ fn server_routing_over_a_ramp_never_allocates() {
     let members = state.members.load();
     let slots: Vec<_> = members.slots.iter().flatten().cloned().collect();
     let _busy: Vec<_> = (0..20)
-        .map(|i| state.try_start(i % 3).expect("below the cap"))
+        .map(|i| state.slots.try_start(i % 3).expect("below the cap"))
         .collect();
     state.record_work(1, 1 << 20);
     slots[5].set_drained(true);
