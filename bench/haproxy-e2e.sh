@@ -35,7 +35,7 @@
 # (13 with ROUNDS=2).
 #
 # Knobs (environment): BENCH_DIR (default target/bench-e2e), DOCS (1000000), REPLICAS (4),
-# CACHE_FRAC (0.05), EVICTION (lru, the replica's default; or sieve, s3fifo: every replica's
+# CACHE_FRAC (0.05), EVICTION (sieve, the replica's default; or lru, s3fifo: every replica's
 # cache, and what the table is trained for and the simulation replays), EPS (0.05;
 # HAProxy's hash-balance-factor is 100 x (1 + EPS)), FLASH_MBPS
 # (10, per replica), FLASH_US (100 us per read), CONCURRENCY (16 closed-loop workers), RATE
@@ -60,7 +60,7 @@ BENCH_DIR=${BENCH_DIR:-$ROOT/target/bench-e2e}
 DOCS=${DOCS:-1000000}
 REPLICAS=${REPLICAS:-4}
 CACHE_FRAC=${CACHE_FRAC:-0.05}
-EVICTION=${EVICTION:-lru}
+EVICTION=${EVICTION:-sieve}
 EPS=${EPS:-0.05}
 FLASH_MBPS=${FLASH_MBPS:-10}
 FLASH_US=${FLASH_US:-100}

@@ -30,7 +30,8 @@
 # empty: LOAD x measured saturation), WARM_SECS (10), SAT_SECS (10), SAT_CONCURRENCY (32),
 # REPLICAS (4, at least 3), SYNTH_QUERIES (200000), DOCS (200000), CACHE_FRAC (0.05 of the
 # index's postings bytes per replica), FLASH_MBPS (20 per replica; 0 = no emulation),
-# FLASH_US (100), EVICTION (lru: every replica's cache, and what the table is trained for),
+# FLASH_US (100), EVICTION (sieve, the replica's default: every replica's cache, and what the
+# table is trained for),
 # CHAOS_EVERY (30 s), KILL_BUDGET (10 s: failures of requests sent within this
 # long after a kill are reported apart from all others), PAUSE_SECS (10), DRAIN_SECS (5), SLOWLORIS (200),
 # SAMPLE_EVERY (5 s), SOAK_DIR (a fresh directory under target/soak), SKIP_BUILD=1 (use the
@@ -57,7 +58,7 @@ DOCS=${DOCS:-200000}
 CACHE_FRAC=${CACHE_FRAC:-0.05}
 FLASH_MBPS=${FLASH_MBPS:-20}
 FLASH_US=${FLASH_US:-100}
-EVICTION=${EVICTION:-lru}
+EVICTION=${EVICTION:-sieve}
 CHAOS_EVERY=${CHAOS_EVERY:-30}
 KILL_BUDGET=${KILL_BUDGET:-10}
 CONNECTIONS=${CONNECTIONS:-512}

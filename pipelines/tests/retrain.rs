@@ -210,6 +210,7 @@ fn retrain_promotes_a_better_table_to_every_balancer_and_refuses_a_worse_one() {
     );
     let rec = read_json(&d.join("promote.json"));
     assert_eq!(rec["decision"], "promoted", "{rec}");
+    assert_eq!(rec["eviction"], "sieve", "the replicas' default");
     assert_eq!(rec["test_day"], "2006-03-04");
     assert_eq!(
         rec["train_days"],
@@ -245,7 +246,7 @@ fn retrain_promotes_a_better_table_to_every_balancer_and_refuses_a_worse_one() {
     // 2. One train day against the three-day table now served: refused with the numbers;
     //    the balancers keep version 2.
     let mut args = common_args("1", "one-day.parquet", "refuse.json");
-    args.extend(["--eviction".to_string(), "sieve".to_string()]);
+    args.extend(["--eviction".to_string(), "lru".to_string()]);
     let argv: Vec<&str> = args.iter().map(String::as_str).collect();
     let run = ballot(&argv);
     assert!(
@@ -256,7 +257,7 @@ fn retrain_promotes_a_better_table_to_every_balancer_and_refuses_a_worse_one() {
     assert!(stdout(&run).starts_with("refuse: "), "{}", stdout(&run));
     let rec = read_json(&d.join("refuse.json"));
     assert_eq!(rec["decision"], "refused", "{rec}");
-    assert_eq!(rec["eviction"], "sieve");
+    assert_eq!(rec["eviction"], "lru");
     assert_eq!(rec["train_days"], serde_json::json!(["2006-03-03"]));
     assert_eq!(rec["current_version"], 2);
     let (new, cur) = (&rec["new"], &rec["current"]);

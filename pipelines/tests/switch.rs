@@ -42,6 +42,10 @@ fn switch_between_two_trained_tables() {
         "eval",
         "--synth-queries",
         SYNTH,
+        // The caches the tables were trained for (`train`'s default, the replica's);
+        // `eval` defaults to LRU.
+        "--eviction",
+        "sieve",
         "--switch-table",
         old.to_str().unwrap(),
         new.to_str().unwrap(),

@@ -46,7 +46,7 @@ struct Args {
     #[arg(long)]
     cache_bytes: u64,
     /// Eviction policy: lru, sieve or s3fifo.
-    #[arg(long, default_value = "lru")]
+    #[arg(long, default_value_t = EvictionKind::SERVING_DEFAULT)]
     eviction: EvictionKind,
     /// This replica's name, echoed in answers and /stats.
     #[arg(long, default_value = "replica")]

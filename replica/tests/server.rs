@@ -208,6 +208,8 @@ fn same_query_twice_hits_and_unknown_terms_are_empty() {
     );
     assert_eq!(u(&stats, "queries"), 2);
     assert_eq!(u(&stats, "lookups"), 4);
+    // Started without --eviction: the serving default, which `ballot train` trains for.
+    assert_eq!(stats["eviction"], "sieve", "{stats}");
     for key in [
         "hits",
         "misses",

@@ -45,7 +45,8 @@ pub struct EvalArgs {
     /// Voting table for the `table` policy (with `all`, `table` runs only if given).
     #[arg(long)]
     pub table: Option<PathBuf>,
-    /// Eviction policy of every simulated cache: lru, sieve or s3fifo.
+    /// Eviction policy of every simulated cache: lru (the standard evaluation's), sieve (the
+    /// replica's default, which `ballot train` trains for) or s3fifo.
     #[arg(long, default_value = "lru")]
     pub eviction: EvictionKind,
     /// Load-bound slack of the bounded policies.

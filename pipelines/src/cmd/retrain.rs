@@ -57,8 +57,8 @@ pub struct RetrainArgs {
     #[arg(long, default_value_t = 0.05)]
     pub cache_frac: f64,
     /// Eviction policy of the simulated caches (train and evaluation): lru, sieve or
-    /// s3fifo, as the replicas run.
-    #[arg(long, default_value = "lru")]
+    /// s3fifo, as the replicas run (the replica's default is sieve).
+    #[arg(long, default_value_t = EvictionKind::SERVING_DEFAULT)]
     pub eviction: EvictionKind,
     /// Load-bound slack.
     #[arg(long, default_value_t = 0.05)]

@@ -34,8 +34,9 @@ pub struct TrainArgs {
     /// Per-replica cache size as a fraction of the log's distinct postings bytes.
     #[arg(long, default_value_t = 0.05)]
     pub cache_frac: f64,
-    /// Eviction policy of the simulated caches.
-    #[arg(long, default_value = "lru")]
+    /// Eviction policy of the simulated caches: the one the replicas run (lru, sieve or
+    /// s3fifo; the replica's default is sieve).
+    #[arg(long, default_value_t = EvictionKind::SERVING_DEFAULT)]
     pub eviction: EvictionKind,
     /// Load-bound slack.
     #[arg(long, default_value_t = 0.05)]

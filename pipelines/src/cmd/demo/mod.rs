@@ -57,7 +57,7 @@ pub struct DemoArgs {
     pub cache_frac: Vec<f64>,
     /// Eviction policy of the replicas' caches, trained for and simulated (lru, sieve or
     /// s3fifo).
-    #[arg(long, default_value = "lru")]
+    #[arg(long, default_value_t = cache_sim::eviction::EvictionKind::SERVING_DEFAULT)]
     pub eviction: cache_sim::eviction::EvictionKind,
     /// Train with this flash-balance weight (`ballot train --flash-price`; 0 = off).
     #[arg(long, default_value_t = 0.0)]

@@ -100,7 +100,9 @@ pub struct SimulateArgs {
     /// Per-replica cache capacity as a fraction of the log's distinct postings bytes.
     #[arg(long, default_value_t = 0.05)]
     pub cache_frac: f64,
-    /// Eviction policy of every cache: lru, sieve or s3fifo.
+    /// Eviction policy of every cache: lru (the standard evaluation's), sieve (the replica's
+    /// default, which `ballot train` trains for: pass it to predict a default deployment) or
+    /// s3fifo.
     #[arg(long, default_value = "lru")]
     pub eviction: EvictionKind,
     /// Load-bound slack of the bounded policies.
