@@ -4,8 +4,9 @@
 //! Google's SRE book ("Handling overload") and of HAProxy's `maxconn` with no queue, so a
 //! burst cannot grow the balancer's memory or its upstream connections without bound.
 //!
-//! And per replica: [`InFlightGuard`] counts an upstream request in the shared
-//! [`InFlight`] load (`balancer::load`) until its response body is relayed. A replica
+//! And per replica: [`InFlightGuard`] counts an upstream request in [`InFlight`]
+//! counts until its response body is relayed, and [`Slots`] adds each replica's queue
+//! (the balancer's `in-flight` load is the backlog, in flight plus queued). A replica
 //! holds at most `replica_max_in_flight` requests; a request routed to a full replica
 //! waits in **that replica's queue** ([`Slots::enqueue`]), first come first served, and
 //! the place a finished request frees is handed to the oldest waiter there (HAProxy's
@@ -236,7 +237,12 @@ impl Waiter {
                 self.rx = None;
                 Some(guard)
             }
-            Ok(Err(_)) | Err(_) => None,
+            Ok(Err(_)) => {
+                // Closed without a place (the slots are gone): nothing will come.
+                self.rx = None;
+                None
+            }
+            Err(_) => None,
         }
     }
 }

@@ -190,7 +190,8 @@ pub struct Config {
     /// Load-bound slack.
     #[serde(default = "default_eps")]
     pub eps: f64,
-    /// What the load bound compares: requests in flight (`in-flight`, as HAProxy), the
+    /// What the load bound compares: each replica's backlog, requests in flight plus
+    /// requests queued for it (`in-flight`, as HAProxy counts a server's queue), the
     /// queries routed to each replica over the last `load_window` decisions (`window`, as
     /// the simulator), or their work (`work`: each query's flash bytes missed at its
     /// replica, reported by the replica in `x-ballot-miss-bytes`, plus `work_query_bytes`).

@@ -117,8 +117,8 @@ const QUEUE_RECHECK: Duration = Duration::from_millis(100);
 enum Unplaced {
     /// No replica is left to try.
     NoReplica,
-    /// The request waited `queue_timeout_ms` (or until its deadline) in this replica's
-    /// queue.
+    /// The request waited in this replica's queue until `queue_timeout_ms` or its
+    /// deadline, whichever came first.
     QueueTimeout(Arc<Replica>),
 }
 
@@ -130,7 +130,8 @@ impl Proxy {
         let mut r = json_error(
             StatusCode::SERVICE_UNAVAILABLE,
             format!(
-                "queue timeout: replica {} held {} requests for {} ms; retry later",
+                "queue timeout: replica {} held {} requests until the queue timeout ({} ms) \
+                 or the request's deadline; retry later",
                 replica.name, c.replica_max_in_flight, c.queue_timeout_ms
             ),
         );
@@ -166,61 +167,69 @@ impl Proxy {
     }
 
     /// Routes `q` (skipping `exclude`) and takes a place on the chosen replica, waiting in
-    /// its queue while it is full.
+    /// its queue while it is full. A first attempt counts in the `window` load and the
+    /// slow-start clock once, when it is first routed, so queued queries count too.
     async fn place(
         &self,
         q: &str,
         exclude: u64,
         deadline: Instant,
     ) -> Result<(Choice, InFlightGuard), Unplaced> {
+        let until = deadline.min(Instant::now() + self.state.cfg.queue_timeout());
+        let mut counted = exclude != 0;
         loop {
             let routed = self.with_query(q, |key| {
                 let choice = self.state.route(key, exclude)?;
-                if let Some(guard) = self.state.slots.try_start(choice.index) {
-                    return Ok(Ok((choice, guard)));
-                }
-                Ok(Err(choice))
+                let guard = self.state.slots.try_start(choice.index);
+                Ok((choice, guard))
             });
-            let placed = match routed.map_err(|NoReplica| Unplaced::NoReplica)? {
-                Ok(placed) => placed,
-                Err(choice) => match self.wait_in_queue(&choice, deadline).await? {
-                    Some(guard) => (choice, guard),
-                    None => continue,
-                },
-            };
-            if exclude == 0 {
-                self.state.routed(placed.0.index);
+            let (choice, guard) = routed.map_err(|NoReplica| Unplaced::NoReplica)?;
+            if !counted {
+                self.state.routed(choice.index);
+                counted = true;
             }
-            return Ok(placed);
+            if let Some(guard) = guard {
+                return Ok((choice, guard));
+            }
+            if let Some(guard) = self.wait_in_queue(&choice, until).await? {
+                return Ok((choice, guard));
+            }
         }
     }
 
     /// Waits in the chosen replica's queue for a place there (HAProxy's per-server
     /// queue): the place a finished request frees goes to the oldest waiter. Gives up at
-    /// `queue_timeout_ms` or the request's deadline, whichever comes first; returns
-    /// `None` (route again) when the replica stops taking requests meanwhile.
+    /// `until` (the queue timeout or the request's deadline, set once per attempt);
+    /// returns `None` (route again) when a replica that took requests when it was chosen
+    /// stops taking them meanwhile (ejected, drained or removed), even if a place was
+    /// handed over.
     async fn wait_in_queue(
         &self,
         choice: &Choice,
-        deadline: Instant,
+        until: Instant,
     ) -> Result<Option<InFlightGuard>, Unplaced> {
+        let r = &choice.replica;
+        let takes_requests = || r.is_healthy() && !r.is_drained() && !r.is_removed();
+        // Chosen as a last resort (every replica ejected): wait for it all the same.
+        let was_taking = takes_requests();
+        let left = || was_taking && !takes_requests();
         let mut waiter = match self.state.slots.enqueue(choice.index) {
             Ok(guard) => return Ok(Some(guard)),
             Err(waiter) => waiter,
         };
         self.queued.increment(1.0);
         let _leave = Leave(&self.queued);
-        let until = deadline.min(Instant::now() + self.state.cfg.queue_timeout());
         loop {
             let look = until.min(Instant::now() + QUEUE_RECHECK);
             if let Some(guard) = waiter.wait_until(look.into()).await {
-                return Ok(Some(guard));
+                // A place handed over by a request that failed on a replica now gone:
+                // hand it on and route again.
+                return Ok((!left()).then_some(guard));
             }
             if Instant::now() >= until {
-                return Err(Unplaced::QueueTimeout(Arc::clone(&choice.replica)));
+                return Err(Unplaced::QueueTimeout(Arc::clone(r)));
             }
-            let r = &choice.replica;
-            if !r.is_healthy() || r.is_drained() || r.is_removed() {
+            if left() {
                 return Ok(None);
             }
         }
@@ -384,15 +393,21 @@ impl Proxy {
                     return Response::from_parts(parts, Body::new(body));
                 }
                 Ok(Err(e)) => {
-                    drop(guard);
+                    // Ejected before the place is handed on, so a request waiting for
+                    // this replica sees it gone and routes again.
                     if e.is_connect() {
                         choice.replica.eject("connect failed");
                     }
+                    drop(guard);
                     last_error = format!("replica {}: {e}", choice.replica.name).into();
                 }
                 Err(_) => {
+                    // An attempt cut short by the request's deadline (after a wait in a
+                    // queue, or retries) says nothing about the replica.
+                    if timeout >= cfg.request_timeout() {
+                        choice.replica.eject("request timed out");
+                    }
                     drop(guard);
-                    choice.replica.eject("request timed out");
                     last_error = format!(
                         "replica {}: no response within {} ms",
                         choice.replica.name,

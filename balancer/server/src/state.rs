@@ -240,17 +240,12 @@ impl State {
     /// not skipped: the request waits in its queue ([`Slots::enqueue`]), and the stall
     /// guard and the load bound see the backlog. Allocation-free.
     pub fn route(&self, query: &QueryKey<'_>, exclude: u64) -> Result<Choice, NoReplica> {
-        self.decide(query, exclude, true)
+        self.decide(query, exclude)
     }
 
-    /// The policy's decision among the live replicas not in `exclude`; with
-    /// `last_resort`, among the ejected ones too when no healthy one is left.
-    fn decide(
-        &self,
-        query: &QueryKey<'_>,
-        exclude: u64,
-        last_resort: bool,
-    ) -> Result<Choice, NoReplica> {
+    /// The policy's decision among the live replicas not in `exclude`, or among the
+    /// ejected ones too when no healthy one is left.
+    fn decide(&self, query: &QueryKey<'_>, exclude: u64) -> Result<Choice, NoReplica> {
         let members = self.members.load();
         let base: &dyn LoadView = match &self.window {
             Some(w) => w,
@@ -262,9 +257,6 @@ impl State {
         };
         let mut view = view_of(false);
         if view.live_bits() == 0 {
-            if !last_resort {
-                return Err(NoReplica);
-            }
             // Every remaining replica is ejected or drained: try the ejected ones anyway
             // rather than fail.
             view = view_of(true);
@@ -293,8 +285,9 @@ impl State {
         })
     }
 
-    /// Counts a query placed on slot `index` at its first attempt (a retry is the same
-    /// query, as in the simulator): the slow-start clock, and the `window` load.
+    /// Counts a query routed to slot `index` at its first attempt (a retry is the same
+    /// query, as in the simulator), once, whether it then waits in a queue or not: the
+    /// slow-start clock, and the `window` load.
     pub fn routed(&self, index: usize) {
         self.clock.tick();
         if let (Some(w), LoadKind::Window) = (&self.window, self.cfg.load) {

@@ -52,8 +52,8 @@ pub struct View<'a> {
 /// How a [`View`] is built.
 #[derive(Clone, Copy, Debug)]
 pub struct ViewConfig {
-    /// Stall guard slack on the mean in-flight count (`None`: no guard, as for the
-    /// in-flight load itself).
+    /// Stall guard slack on the mean backlog (`None`: no guard, as for the `in-flight`
+    /// load itself).
     pub stall_eps: Option<f64>,
     /// Stall guard extra requests.
     pub stall_slack: u64,

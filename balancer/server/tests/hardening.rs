@@ -912,6 +912,65 @@ fn a_query_waits_for_its_own_replica_rather_than_a_place_another_one_freed() {
 }
 
 #[test]
+fn a_query_queued_for_a_replica_that_hangs_routes_again_when_it_is_ejected() {
+    // One place per replica. b0 hangs on its first query; b1 is busy for 400 ms, so a
+    // second b0 query waits in b0's queue. When the first times out, b0 is ejected before
+    // its place is handed on, so the waiting query routes again (to b1) as its first
+    // attempt, instead of spending its own request timeout on the hung replica and
+    // reaching b1 only as a failover.
+    let delays = [Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0))];
+    let b0 = Backend::start(Reply::Delay(Arc::clone(&delays[0])));
+    let b1 = Backend::start(Reply::Delay(Arc::clone(&delays[1])));
+    let lb = spawn(
+        &config(
+            &[&b0, &b1],
+            "replica_max_in_flight = 1\nqueue_timeout_ms = 2500",
+        )
+        .replace("request_timeout_ms = 2000", "request_timeout_ms = 500")
+        .replace("round-robin", "ch-bl"),
+    );
+    let mut home: [Vec<String>; 2] = Default::default();
+    for i in 0..64 {
+        let q = format!("term{i}");
+        let r = lb.search(&q);
+        let b = r.headers.get("x-ballot-replica").map(String::as_str);
+        home[usize::from(b == Some("b1"))].push(q);
+        if home[0].len() >= 2 && !home[1].is_empty() {
+            break;
+        }
+    }
+    assert!(home[0].len() >= 2 && !home[1].is_empty(), "{home:?}");
+    delays[0].store(2000, Ordering::SeqCst);
+    delays[1].store(400, Ordering::SeqCst);
+    let addr = lb.addr;
+    let send = |q: String| {
+        thread::spawn(move || request(addr, "GET", &format!("/search?q={q}"), &[], b""))
+    };
+    let hung = send(home[0][0].clone());
+    thread::sleep(Duration::from_millis(30));
+    let busy = send(home[1][0].clone());
+    thread::sleep(Duration::from_millis(30));
+    let sent = Instant::now();
+    let queued = lb.search(&home[0][1]);
+    let took = sent.elapsed();
+    assert_eq!(queued.status, 200, "{}", queued.text());
+    let header = |r: &Resp, h: &str| r.headers.get(h).cloned().unwrap_or_default();
+    assert_eq!(header(&queued, "x-ballot-replica"), "b1", "{took:?}");
+    assert_ne!(
+        header(&queued, "x-ballot-reason"),
+        "failover",
+        "the queued query was sent to the hung replica first ({took:?})"
+    );
+    assert!(
+        took >= Duration::from_millis(400),
+        "it waited for b0: {took:?}"
+    );
+    for t in [hung, busy] {
+        assert_eq!(t.join().unwrap().status, 200);
+    }
+}
+
+#[test]
 fn end_to_end_headers_are_forwarded_with_x_forwarded_for_and_a_request_id() {
     let b0 = Backend::start(Reply::EchoHeaders);
     let lb = spawn(&config(&[&b0], "access_log = true"));

@@ -1,8 +1,9 @@
 //! Requests in flight per replica: HAProxy's and Envoy's load for bounded-load hashing
 //! (`hash-balance-factor`: a server takes a request while its in-flight count is below
-//! `ceil((1+eps)·(n+1)/live)`), used by the HTTP balancer (`load = "in-flight"`, and as
-//! the stall guard of the window loads) and by the queueing simulator, which has time and
-//! so can count requests in flight like the server does.
+//! `ceil((1+eps)·(n+1)/live)`), used by the queueing simulator, which has time and so can
+//! count requests in flight like the server does, and by the HTTP balancer, whose
+//! `in-flight` load and stall guard add the requests queued for each replica to these
+//! counts (its `admit::Slots`).
 //!
 //! Lock-free counters, one per replica slot; [`InFlight::start`] and
 //! [`InFlight::finish`] must pair up on the same slot.
