@@ -170,6 +170,7 @@ pub async fn method_not_allowed() -> Response {
 }
 
 async fn metrics(AxState(app): AxState<Arc<App>>) -> Response {
+    metrics::gauge!(m::QUEUED).set(app.state.slots.queued_total() as f64);
     for (i, rep) in app.state.members.load().slots.iter().enumerate() {
         let Some(rep) = rep else { continue };
         let in_flight = app.state.slots.counts.count(i) as f64;

@@ -135,6 +135,8 @@ impl Slots {
             self.counts.start(slot);
             return Ok(self.guard(slot));
         };
+        // Allocated before the lock is taken; dropped unused if a place turns out free.
+        let (tx, rx) = oneshot::channel();
         let mut waiters = q.lock();
         q.len.fetch_add(1, Ordering::SeqCst);
         self.queued.fetch_add(1, Ordering::Relaxed);
@@ -145,7 +147,6 @@ impl Slots {
             self.left_queue(q, 1);
             return Ok(self.guard(slot));
         }
-        let (tx, rx) = oneshot::channel();
         waiters.push_back(tx);
         Err(Waiter {
             rx: Some(rx),

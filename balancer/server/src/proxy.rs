@@ -40,7 +40,7 @@ use hyper::body::Bytes;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use metrics::{Counter, Gauge, Histogram};
+use metrics::{Counter, Histogram};
 
 use crate::access;
 use crate::admit::{Admission, InFlightGuard};
@@ -75,16 +75,6 @@ pub struct Proxy {
     route_seconds: Histogram,
     retries: Counter,
     failures: Counter,
-    queued: Gauge,
-}
-
-/// Leaves the queue (the gauge) when dropped, however the wait ends.
-struct Leave<'a>(&'a Gauge);
-
-impl Drop for Leave<'_> {
-    fn drop(&mut self) {
-        self.0.decrement(1.0);
-    }
 }
 
 /// A JSON error response.
@@ -148,7 +138,6 @@ impl Proxy {
             route_seconds: metrics::histogram!(m::ROUTE_SECONDS),
             retries: metrics::counter!(m::RETRIES),
             failures: metrics::counter!(m::UPSTREAM_FAILURES),
-            queued: metrics::gauge!(m::QUEUED),
         }
     }
 
@@ -175,7 +164,8 @@ impl Proxy {
         exclude: u64,
         deadline: Instant,
     ) -> Result<(Choice, InFlightGuard), Unplaced> {
-        let until = deadline.min(Instant::now() + self.state.cfg.queue_timeout());
+        // Read from the clock only if the request has to wait.
+        let mut until = None;
         let mut counted = exclude != 0;
         loop {
             let routed = self.with_query(q, |key| {
@@ -191,6 +181,9 @@ impl Proxy {
             if let Some(guard) = guard {
                 return Ok((choice, guard));
             }
+            let until = *until.get_or_insert_with(|| {
+                deadline.min(Instant::now() + self.state.cfg.queue_timeout())
+            });
             if let Some(guard) = self.wait_in_queue(&choice, until).await? {
                 return Ok((choice, guard));
             }
@@ -217,8 +210,6 @@ impl Proxy {
             Ok(guard) => return Ok(Some(guard)),
             Err(waiter) => waiter,
         };
-        self.queued.increment(1.0);
-        let _leave = Leave(&self.queued);
         loop {
             let look = until.min(Instant::now() + QUEUE_RECHECK);
             if let Some(guard) = waiter.wait_until(look.into()).await {

@@ -827,14 +827,10 @@ fn past_replica_max_in_flight_requests_wait_in_the_queue_then_time_out() {
     );
 }
 
-#[test]
-fn a_query_waits_for_its_own_replica_rather_than_a_place_another_one_freed() {
-    // One place per replica. Two queries whose terms hash to b0 and one to b1; b1 frees
-    // its place first. The second b0 query, queued while both were full, must wait for b0
-    // (its cache), not take b1's place: a shared queue that sent waiters wherever a place
-    // freed broke the caches' partition once every replica was full, and kept a paused
-    // cluster overloaded. A b0 query that arrives next finds b0's backlog (one in flight,
-    // one queued) over the load bound and overflows to b1.
+/// Two backends answering after the delay each one's atomic holds (0 at first), behind a
+/// `ch-bl` balancer with one place per replica and `timeout` replacing the default request
+/// timeout; and, found by probing, two queries whose terms hash to b0 and one to b1.
+fn ch_bl_pair(timeout: &str) -> (Balancer, [Arc<AtomicU64>; 2], [Vec<String>; 2]) {
     let delays = [Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0))];
     let b0 = Backend::start(Reply::Delay(Arc::clone(&delays[0])));
     let b1 = Backend::start(Reply::Delay(Arc::clone(&delays[1])));
@@ -843,6 +839,7 @@ fn a_query_waits_for_its_own_replica_rather_than_a_place_another_one_freed() {
             &[&b0, &b1],
             "replica_max_in_flight = 1\nqueue_timeout_ms = 2500",
         )
+        .replace("request_timeout_ms = 2000", timeout)
         .replace("round-robin", "ch-bl"),
     );
     let mut home: [Vec<String>; 2] = Default::default();
@@ -853,19 +850,37 @@ fn a_query_waits_for_its_own_replica_rather_than_a_place_another_one_freed() {
         let b = r.headers.get("x-ballot-replica").map(String::as_str);
         home[usize::from(b == Some("b1"))].push(q);
         if home[0].len() >= 2 && !home[1].is_empty() {
-            break;
+            return (lb, delays, home);
         }
     }
-    assert!(home[0].len() >= 2 && !home[1].is_empty(), "{home:?}");
+    panic!("no two b0 queries and one b1 query among 64: {home:?}");
+}
+
+/// Response header `h`, or "".
+fn header(r: &Resp, h: &str) -> String {
+    r.headers.get(h).cloned().unwrap_or_default()
+}
+
+/// Sends `GET /search?q=...` from a thread.
+fn send_from_thread(addr: SocketAddr, q: String) -> thread::JoinHandle<Resp> {
+    thread::spawn(move || request(addr, "GET", &format!("/search?q={q}"), &[], b""))
+}
+
+#[test]
+fn a_query_waits_for_its_own_replica_rather_than_a_place_another_one_freed() {
+    // One place per replica. Two queries whose terms hash to b0 and one to b1; b1 frees
+    // its place first. The second b0 query, queued while both were full, must wait for b0
+    // (its cache), not take b1's place: a shared queue that sent waiters wherever a place
+    // freed broke the caches' partition once every replica was full, and kept a paused
+    // cluster overloaded. A b0 query that arrives next finds b0's backlog (one in flight,
+    // one queued) over the load bound and overflows to b1.
+    let (lb, delays, home) = ch_bl_pair("request_timeout_ms = 2000");
     delays[0].store(900, Ordering::SeqCst);
     delays[1].store(300, Ordering::SeqCst);
     let addr = lb.addr;
-    let send = |q: String| {
-        thread::spawn(move || request(addr, "GET", &format!("/search?q={q}"), &[], b""))
-    };
-    let first = send(home[0][0].clone());
+    let first = send_from_thread(addr, home[0][0].clone());
     thread::sleep(Duration::from_millis(50));
-    let other = send(home[1][0].clone());
+    let other = send_from_thread(addr, home[1][0].clone());
     thread::sleep(Duration::from_millis(50));
     // Sent once b1 is idle again, while b0 is full and has a queue.
     let late = {
@@ -884,8 +899,8 @@ fn a_query_waits_for_its_own_replica_rather_than_a_place_another_one_freed() {
     let waited = waiting.elapsed();
     assert_eq!(second.status, 200, "{}", second.text());
     assert_eq!(
-        second.headers.get("x-ballot-replica").map(String::as_str),
-        Some("b0"),
+        header(&second, "x-ballot-replica"),
+        "b0",
         "waited {waited:?}"
     );
     assert!(
@@ -897,7 +912,6 @@ fn a_query_waits_for_its_own_replica_rather_than_a_place_another_one_freed() {
     }
     let (late, took) = late.join().unwrap();
     assert_eq!(late.status, 200, "{}", late.text());
-    let header = |r: &Resp, h: &str| r.headers.get(h).cloned().unwrap_or_default();
     assert_eq!(
         (
             header(&late, "x-ballot-replica"),
@@ -918,43 +932,18 @@ fn a_query_queued_for_a_replica_that_hangs_routes_again_when_it_is_ejected() {
     // its place is handed on, so the waiting query routes again (to b1) as its first
     // attempt, instead of spending its own request timeout on the hung replica and
     // reaching b1 only as a failover.
-    let delays = [Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0))];
-    let b0 = Backend::start(Reply::Delay(Arc::clone(&delays[0])));
-    let b1 = Backend::start(Reply::Delay(Arc::clone(&delays[1])));
-    let lb = spawn(
-        &config(
-            &[&b0, &b1],
-            "replica_max_in_flight = 1\nqueue_timeout_ms = 2500",
-        )
-        .replace("request_timeout_ms = 2000", "request_timeout_ms = 500")
-        .replace("round-robin", "ch-bl"),
-    );
-    let mut home: [Vec<String>; 2] = Default::default();
-    for i in 0..64 {
-        let q = format!("term{i}");
-        let r = lb.search(&q);
-        let b = r.headers.get("x-ballot-replica").map(String::as_str);
-        home[usize::from(b == Some("b1"))].push(q);
-        if home[0].len() >= 2 && !home[1].is_empty() {
-            break;
-        }
-    }
-    assert!(home[0].len() >= 2 && !home[1].is_empty(), "{home:?}");
+    let (lb, delays, home) = ch_bl_pair("request_timeout_ms = 500");
     delays[0].store(2000, Ordering::SeqCst);
     delays[1].store(400, Ordering::SeqCst);
     let addr = lb.addr;
-    let send = |q: String| {
-        thread::spawn(move || request(addr, "GET", &format!("/search?q={q}"), &[], b""))
-    };
-    let hung = send(home[0][0].clone());
+    let hung = send_from_thread(addr, home[0][0].clone());
     thread::sleep(Duration::from_millis(30));
-    let busy = send(home[1][0].clone());
+    let busy = send_from_thread(addr, home[1][0].clone());
     thread::sleep(Duration::from_millis(30));
     let sent = Instant::now();
     let queued = lb.search(&home[0][1]);
     let took = sent.elapsed();
     assert_eq!(queued.status, 200, "{}", queued.text());
-    let header = |r: &Resp, h: &str| r.headers.get(h).cloned().unwrap_or_default();
     assert_eq!(header(&queued, "x-ballot-replica"), "b1", "{took:?}");
     assert_ne!(
         header(&queued, "x-ballot-reason"),
