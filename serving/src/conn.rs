@@ -14,8 +14,11 @@
 //!
 //! The clock runs in the task that polls the connection, not inside the I/O calls: hyper
 //! does not read again after a response until the socket is readable, so a timer armed
-//! only in `poll_read` would never see a connection go idle. When the timer fires, the
-//! connection is dropped (closed). Once the server stops, a read with no request in flight
+//! only in `poll_read` would never see a connection go idle. A mode's deadline moves the
+//! timer only when it comes earlier than the timer's: a later one (a keep-alive connection
+//! going idle again after each response) waits until the timer fires and is re-armed then,
+//! so a busy connection costs a clock read per response, not a timer-wheel update. When the
+//! deadline passes, the connection is dropped (closed). Once the server stops, a read with no request in flight
 //! returns end of file, so idle connections and half-sent requests close at once while a
 //! request in flight finishes (hyper's `graceful_shutdown` alone waits for a half-sent
 //! first request).
@@ -139,6 +142,8 @@ pub struct Clock {
     idle_timeout: std::time::Duration,
     mode: Mode,
     timer: Pin<Box<Sleep>>,
+    /// The current mode's deadline: the timer's, or later than the timer's.
+    deadline: Instant,
     requests: u64,
     reads: u64,
 }
@@ -155,14 +160,24 @@ pub enum Expired {
 impl Clock {
     /// The clock of a connection accepted now: the header timeout starts.
     pub fn new(state: Arc<ConnState>, limits: &Limits) -> Self {
+        let at = Instant::now() + limits.header_timeout;
         Clock {
             state,
             header_timeout: limits.header_timeout,
             idle_timeout: limits.idle_timeout,
             mode: Mode::Head,
-            timer: Box::pin(tokio::time::sleep(limits.header_timeout)),
+            timer: Box::pin(tokio::time::sleep_until(at)),
+            deadline: at,
             requests: 0,
             reads: 0,
+        }
+    }
+
+    /// Sets the mode's deadline; the timer moves only if the deadline is earlier.
+    fn arm(&mut self, at: Instant) {
+        self.deadline = at;
+        if at < self.timer.deadline() {
+            self.timer.as_mut().reset(at);
         }
     }
 
@@ -182,18 +197,24 @@ impl Clock {
             self.mode = Mode::Idle;
             self.requests = requests;
             self.reads = self.state.reads.load(Ordering::Acquire);
-            let at = Instant::now() + self.idle_timeout;
-            self.timer.as_mut().reset(at);
+            self.arm(Instant::now() + self.idle_timeout);
         } else if self.mode == Mode::Idle {
             let reads = self.state.reads.load(Ordering::Acquire);
             if reads != self.reads {
                 self.mode = Mode::Head;
-                let at = Instant::now() + self.header_timeout;
-                self.timer.as_mut().reset(at);
+                self.arm(Instant::now() + self.header_timeout);
             }
         }
         if self.timer.as_mut().poll(cx).is_pending() {
             return None;
+        }
+        if Instant::now() < self.deadline {
+            // Fired at an earlier deadline than the mode's own: wait for the real one.
+            let at = self.deadline;
+            self.timer.as_mut().reset(at);
+            if self.timer.as_mut().poll(cx).is_pending() {
+                return None;
+            }
         }
         Some(match self.mode {
             Mode::Idle => Expired::Idle,

@@ -11,9 +11,9 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::pin::pin;
+use std::pin::{pin, Pin};
 use std::sync::Arc;
-use std::task::Poll;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use hyper::body::{Body, Incoming};
@@ -74,6 +74,41 @@ impl Gate {
 async fn stopped(stop: &mut watch::Receiver<bool>) {
     if stop.wait_for(|&s| s).await.is_err() {
         std::future::pending::<()>().await;
+    }
+}
+
+/// [`stopped`] for a connection task, which is polled on every read and write: the
+/// channel's shared state is locked to register the task once, and again only after the
+/// value changed; every other poll is one atomic load. (Polling `stopped` itself took that
+/// lock, shared by every worker thread, several times per request.)
+struct StopSignal {
+    peek: watch::Receiver<bool>,
+    wait: Pin<Box<dyn Future<Output = ()> + Send>>,
+    registered: bool,
+}
+
+impl StopSignal {
+    fn new(stop: watch::Receiver<bool>) -> Self {
+        let mut rx = stop.clone();
+        StopSignal {
+            peek: stop,
+            wait: Box::pin(async move { stopped(&mut rx).await }),
+            registered: false,
+        }
+    }
+}
+
+impl Future for StopSignal {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        // The task's waker stays registered from the first poll until the value changes: a
+        // spawned task's waker is the same at every poll, so it need not be registered anew.
+        if self.registered && matches!(self.peek.has_changed(), Ok(false)) {
+            return Poll::Pending;
+        }
+        self.registered = true;
+        self.wait.as_mut().poll(cx)
     }
 }
 
@@ -223,7 +258,7 @@ async fn connection<S, B>(
     tcp: TcpStream,
     svc: S,
     limits: Limits,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
     permit: OwnedSemaphorePermit,
     close: watch::Receiver<()>,
 ) where
@@ -244,7 +279,7 @@ async fn connection<S, B>(
     let mut clock = Clock::new(Arc::clone(&state), &limits);
     let ended = tokio::select! {
         e = std::future::poll_fn(|cx| drive(conn.as_mut(), &mut clock, cx)) => Some(e),
-        _ = stopped(&mut stop) => None,
+        _ = StopSignal::new(stop) => None,
     };
     match ended {
         Some(Some(why)) => tracing::debug!(?why, "connection timed out"),

@@ -114,11 +114,22 @@ pub fn request_id(client: &HeaderMap) -> HeaderValue {
     }
 }
 
-/// The headers to send upstream for a client request with headers `client` from `peer`,
-/// with request id `id` (`Host` is set by the upstream pool).
-pub fn upstream_headers(client: &HeaderMap, peer: IpAddr, id: &HeaderValue) -> HeaderMap {
-    let mut out = HeaderMap::with_capacity(client.len() + 2);
+/// Writes the header lines to send upstream for a client request with headers `client`
+/// from `peer`, with request id `id`, to `out` (`name: value` and CRLF each; `Host` is
+/// written by the upstream pool).
+pub fn write_upstream_headers(
+    out: &mut Vec<u8>,
+    client: &HeaderMap,
+    peer: IpAddr,
+    id: &HeaderValue,
+) {
     let has_connection = client.contains_key(header::CONNECTION);
+    let line = |out: &mut Vec<u8>, name: &[u8], value: &[u8]| {
+        out.extend_from_slice(name);
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value);
+        out.extend_from_slice(b"\r\n");
+    };
     for (name, value) in client {
         if is_hop_by_hop(name)
             || name == header::HOST
@@ -130,22 +141,18 @@ pub fn upstream_headers(client: &HeaderMap, peer: IpAddr, id: &HeaderValue) -> H
         {
             continue;
         }
-        out.append(name.clone(), value.clone());
+        line(out, name.as_str().as_bytes(), value.as_bytes());
     }
-    let mut xff = Vec::with_capacity(48);
+    out.extend_from_slice(b"x-forwarded-for: ");
     for v in client.get_all(&X_FORWARDED_FOR) {
-        xff.extend_from_slice(v.as_bytes());
-        xff.extend_from_slice(b", ");
+        out.extend_from_slice(v.as_bytes());
+        out.extend_from_slice(b", ");
     }
     {
         use std::io::Write;
-        let _ = write!(xff, "{peer}");
+        let _ = write!(out, "{peer}\r\n");
     }
-    if let Ok(v) = HeaderValue::from_maybe_shared(axum::body::Bytes::from(xff)) {
-        out.insert(X_FORWARDED_FOR.clone(), v);
-    }
-    out.insert(X_REQUEST_ID.clone(), id.clone());
-    out
+    line(out, X_REQUEST_ID.as_str().as_bytes(), id.as_bytes());
 }
 
 #[cfg(test)]
@@ -181,15 +188,21 @@ mod tests {
             ("x-forwarded-for", "10.0.0.1"),
         ]);
         let id = HeaderValue::from_static("abc");
-        let out = upstream_headers(&client, "127.0.0.2".parse().unwrap(), &id);
-        let names: Vec<&str> = out.keys().map(HeaderName::as_str).collect();
+        let mut block = Vec::new();
+        write_upstream_headers(&mut block, &client, "127.0.0.2".parse().unwrap(), &id);
+        let text = String::from_utf8(block).unwrap();
+        let lines: Vec<&str> = text.split_terminator("\r\n").collect();
         assert_eq!(
-            names,
-            ["accept", "x-custom", "x-forwarded-for", "x-request-id"]
+            lines,
+            [
+                "accept: application/json",
+                "x-custom: 1",
+                "x-custom: 2",
+                "x-forwarded-for: 10.0.0.1, 127.0.0.2",
+                "x-request-id: abc",
+            ]
         );
-        assert_eq!(out.get_all("x-custom").iter().count(), 2);
-        assert_eq!(out["x-forwarded-for"], "10.0.0.1, 127.0.0.2");
-        assert_eq!(out["x-request-id"], "abc");
+        assert!(text.ends_with("\r\n"));
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! `balancer-server`: the HTTP load balancer behind the `balancer` binary: an axum server whose `/search`
-//! proxies to replicas chosen by a routing policy (pooled hyper-util client), with active
+//! proxies to replicas chosen by a routing policy (pooled keep-alive HTTP/1.1), with active
 //! and passive health checking, retries on the next-ranked replica, hot voting-table reload
 //! with a ramp, run-time membership, and Prometheus metrics. Its shape follows HAProxy and
 //! Envoy: a client listener, a separate admin listener, bounded-load hashing
@@ -12,7 +12,7 @@
 //!   request path (`q` is decoded by [`data::query`], the replica's decoder too).
 //!   [`admit`]: the bounds on requests in flight. [`forward`]: the headers sent upstream.
 //!   [`access`]: the access log.
-//! * [`upstream`]: keep-alive connections to replicas.
+//! * [`upstream`]: keep-alive connections to replicas and the HTTP/1.1 exchange on them.
 //! * [`health`]: active checks. [`reload`]: table reload. [`admin`]: the admin API.
 //!   [`tables`]: the files a path reload may read.
 //! * [`metrics`]: metric names and the recorder.
@@ -123,7 +123,8 @@ impl App {
         }))
     }
 
-    /// Starts the health checkers and the ramp ticker (inside a Tokio runtime).
+    /// Starts the health checkers and the ramp ticker, which also closes the idle upstream
+    /// connections the replicas closed, every second (inside a Tokio runtime).
     pub fn spawn_background(self: &Arc<Self>) {
         for rep in self.state.members.load().slots.iter().flatten() {
             health::spawn(Arc::clone(rep), self.state.cfg.config.health.clone());
@@ -136,6 +137,11 @@ impl App {
                 tick.tick().await;
                 app.state.tick();
                 n += 1;
+                if n.is_multiple_of(10) {
+                    for rep in app.state.members.load().slots.iter().flatten() {
+                        rep.pool.sweep();
+                    }
+                }
                 if n.is_multiple_of(50) {
                     app.prom.run_upkeep();
                 }

@@ -29,7 +29,8 @@ pub const QUEUED: &str = "ballot_queued";
 pub const REPLICA_QUEUED: &str = "ballot_replica_queued";
 /// Whether a replica is live (healthy, enabled), by replica.
 pub const REPLICA_UP: &str = "ballot_replica_up";
-/// Routing-decision latency (tokenize, hash, route), seconds.
+/// Routing-decision latency (tokenize, hash, route), seconds: one decision in
+/// [`ROUTE_SAMPLE`](crate::proxy::ROUTE_SAMPLE) is timed.
 pub const ROUTE_SECONDS: &str = "ballot_route_seconds";
 /// Upstream latency until the response headers, seconds, by replica.
 pub const UPSTREAM_SECONDS: &str = "ballot_upstream_seconds";
@@ -101,7 +102,10 @@ fn describe() {
         "Client requests waiting for a place on this replica"
     );
     describe_gauge!(REPLICA_UP, "1 if the replica is healthy and enabled");
-    describe_histogram!(ROUTE_SECONDS, "Routing decision latency in seconds");
+    describe_histogram!(
+        ROUTE_SECONDS,
+        "Routing decision latency in seconds (one decision in 16 is timed)"
+    );
     describe_histogram!(UPSTREAM_SECONDS, "Upstream latency to response headers");
     describe_gauge!(TABLE_VERSION, "Version of the voting table in use");
     describe_gauge!(TABLE_LOAD_SECONDS, "Seconds to read and compile the table");

@@ -23,7 +23,7 @@
 //! and every answer echoes the request id.
 
 use std::borrow::Cow;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 use axum::body::Body;
 use axum::http::header;
 use axum::http::uri::PathAndQuery;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use data::tokenizer::{Tokens, MAX_TERMS};
@@ -48,7 +48,7 @@ use crate::forward::{self, X_REQUEST_ID};
 use crate::metrics as m;
 use crate::replicas::Replica;
 use crate::state::{Choice, NoReplica, State};
-use crate::upstream::{Relay, RelayParts};
+use crate::upstream::{Answer, Relay, RelayParts};
 use balancer::policy::{hash_tokens, QueryKey, Reason};
 use data::query::extract_q;
 
@@ -85,11 +85,25 @@ pub fn json_error(status: StatusCode, msg: impl Into<String>) -> Response {
 thread_local! {
     static BUF: RefCell<(Tokens, Vec<u64>)> =
         RefCell::new((Tokens::new(), Vec::with_capacity(MAX_TERMS)));
+    /// Routing decisions made on this thread: every [`ROUTE_SAMPLE`]th one is timed.
+    static ROUTED: Cell<u32> = const { Cell::new(0) };
 }
+
+/// One routing decision in this many is timed into `ballot_route_seconds`: timing each
+/// would cost two clock reads and a histogram update per request, about as much as the
+/// routing itself.
+pub const ROUTE_SAMPLE: u32 = 16;
 
 /// The response header in which a replica reports the flash bytes a query read there
 /// (the work the `work` load counts).
 pub const MISS_BYTES: &str = "x-ballot-miss-bytes";
+
+/// [`MISS_BYTES`] as a header name (a `&str` name is parsed again at every lookup).
+static MISS_BYTES_NAME: HeaderName = HeaderName::from_static(MISS_BYTES);
+/// The response header naming the replica that answered.
+static X_BALLOT_REPLICA: HeaderName = HeaderName::from_static("x-ballot-replica");
+/// The response header giving the routing reason.
+static X_BALLOT_REASON: HeaderName = HeaderName::from_static("x-ballot-reason");
 
 fn reason_index(reason: Reason) -> usize {
     match reason {
@@ -102,6 +116,10 @@ fn reason_index(reason: Reason) -> usize {
 /// How often a request waiting in a replica's queue checks that the replica still takes
 /// requests.
 const QUEUE_RECHECK: Duration = Duration::from_millis(100);
+
+/// Whether a request waited in a queue before it got its place (the time it had left
+/// must then be read again).
+struct Waited(bool);
 
 /// Why a request got no place on a replica.
 enum Unplaced {
@@ -141,9 +159,15 @@ impl Proxy {
         }
     }
 
-    /// Tokenizes and hashes `q`, then decides with `f` (timed as routing).
+    /// Tokenizes and hashes `q`, then decides with `f` (timed as routing, one decision in
+    /// [`ROUTE_SAMPLE`]).
     fn with_query<T>(&self, q: &str, f: impl FnOnce(&QueryKey<'_>) -> T) -> T {
-        let start = Instant::now();
+        let timed = ROUTED.with(|n| {
+            let next = n.get().wrapping_add(1);
+            n.set(next);
+            next % ROUTE_SAMPLE == 0
+        });
+        let start = timed.then(Instant::now);
         let out = BUF.with(|b| {
             let mut b = b.borrow_mut();
             let (tokens, hashes) = &mut *b;
@@ -151,7 +175,9 @@ impl Proxy {
             let qh = hash_tokens(tokens, hashes);
             f(&QueryKey::new(qh, hashes))
         });
-        self.route_seconds.record(start.elapsed().as_secs_f64());
+        if let Some(start) = start {
+            self.route_seconds.record(start.elapsed().as_secs_f64());
+        }
         out
     }
 
@@ -163,7 +189,7 @@ impl Proxy {
         q: &str,
         exclude: u64,
         deadline: Instant,
-    ) -> Result<(Choice, InFlightGuard), Unplaced> {
+    ) -> Result<(Choice, InFlightGuard, Waited), Unplaced> {
         // Read from the clock only if the request has to wait.
         let mut until = None;
         let mut counted = exclude != 0;
@@ -179,13 +205,13 @@ impl Proxy {
                 counted = true;
             }
             if let Some(guard) = guard {
-                return Ok((choice, guard));
+                return Ok((choice, guard, Waited(until.is_some())));
             }
             let until = *until.get_or_insert_with(|| {
                 deadline.min(Instant::now() + self.state.cfg.queue_timeout())
             });
             if let Some(guard) = self.wait_in_queue(&choice, until).await? {
-                return Ok((choice, guard));
+                return Ok((choice, guard, Waited(true)));
             }
         }
     }
@@ -286,14 +312,14 @@ impl Proxy {
             Some(pq) => pq.clone(),
             None => PathAndQuery::from_static("/search"),
         };
-        let upstream_headers = forward::upstream_headers(headers, peer, id);
         let deadline = start + cfg.deadline();
         let attempts = cfg.config.retries + 1;
         let mut exclude = 0u64;
         // Built only when an attempt fails: the success path allocates no error text.
         let mut last_error: Cow<'static, str> = Cow::Borrowed("no attempt made");
         for attempt in 0..attempts {
-            let now = Instant::now();
+            // The first attempt starts when the request came in.
+            let now = if attempt == 0 { start } else { Instant::now() };
             let Some(left) = deadline
                 .checked_duration_since(now)
                 .filter(|d| !d.is_zero())
@@ -304,7 +330,7 @@ impl Proxy {
                     format!("deadline passed after {attempt} attempts: {last_error}"),
                 );
             };
-            let (choice, guard) = match self.place(&q, exclude, deadline).await {
+            let (choice, guard, waited) = match self.place(&q, exclude, deadline).await {
                 Ok(placed) => placed,
                 Err(Unplaced::QueueTimeout(replica)) => return self.queue_timeout(&replica),
                 Err(Unplaced::NoReplica) if attempt == 0 => {
@@ -319,69 +345,79 @@ impl Proxy {
                 self.retries.increment(1);
                 3
             };
-            // The wait for a slot may have used some of the time left.
-            let left = deadline.saturating_duration_since(Instant::now()).min(left);
-            let timeout = left.min(cfg.request_timeout());
             let sent = Instant::now();
+            // A wait in a queue used some of the time left.
+            let left = match waited {
+                Waited(true) => deadline.saturating_duration_since(sent).min(left),
+                Waited(false) => left,
+            };
+            let timeout = left.min(cfg.request_timeout());
             if let Some(a) = access.as_mut() {
                 a.attempts = attempt + 1;
             }
-            let upstream = choice
-                .replica
-                .pool
-                .get(&path_and_query, &upstream_headers, timeout);
-            match tokio::time::timeout(timeout, upstream).await {
-                Ok(Ok((resp, _)))
-                    if resp.status() == StatusCode::SERVICE_UNAVAILABLE
+            let upstream = choice.replica.pool.get(
+                &path_and_query,
+                |out: &mut Vec<u8>| forward::write_upstream_headers(out, headers, peer, id),
+                timeout,
+            );
+            // Never past the request's deadline (the first attempt's `left` was measured
+            // from the request's start, before admission and routing).
+            let until = (sent + timeout).min(deadline);
+            match tokio::time::timeout_at(until.into(), upstream).await {
+                Ok(Ok(answer))
+                    if answer.status == StatusCode::SERVICE_UNAVAILABLE
                         && attempt + 1 < attempts =>
                 {
-                    // Shed by a live replica: try another one. The connection is dropped
-                    // with the unread body rather than returned to the pool.
+                    // Shed by a live replica: try another one. A body still on the
+                    // connection is dropped with it rather than read.
+                    drop(answer);
                     drop(guard);
                     choice.replica.metrics.shed.increment(1);
                     last_error = format!("replica {}: 503, shed", choice.replica.name).into();
                 }
-                Ok(Ok((resp, conn))) => {
+                Ok(Ok(Answer {
+                    status,
+                    mut headers,
+                    body,
+                })) => {
                     choice
                         .replica
                         .metrics
                         .upstream
                         .record(sent.elapsed().as_secs_f64());
                     choice.replica.metrics.requests[reason_ix].increment(1);
-                    let (mut parts, body) = resp.into_parts();
                     // A backend that does not report its flash bytes still costs the
                     // fixed part of the work.
-                    let miss = parts
-                        .headers
-                        .get(MISS_BYTES)
+                    let miss = headers
+                        .get(&MISS_BYTES_NAME)
                         .and_then(|v| v.to_str().ok())
                         .and_then(|v| v.parse::<u64>().ok());
                     self.state.record_work(choice.index, miss.unwrap_or(0));
-                    forward::strip_hop_by_hop(&mut parts.headers);
-                    parts
-                        .headers
-                        .insert("x-ballot-replica", choice.replica.header.clone());
-                    parts.headers.insert(
-                        "x-ballot-reason",
+                    forward::strip_hop_by_hop(&mut headers);
+                    headers.insert(X_BALLOT_REPLICA.clone(), choice.replica.header.clone());
+                    headers.insert(
+                        X_BALLOT_REASON.clone(),
                         HeaderValue::from_static(m::REASONS[reason_ix]),
                     );
-                    // The request stays in flight until its body is streamed out; then the
-                    // connection goes back to the replica's pool.
+                    // The request stays in flight until its body is streamed out; a
+                    // streamed body's connection then goes back to the replica's pool.
                     let access = access.take().map(|mut a| {
                         a.replica.clone_from(&choice.replica.name);
                         a.reason = m::REASONS[reason_ix];
-                        a.status = parts.status.as_u16();
+                        a.status = status.as_u16();
                         a
                     });
-                    let parts_extra = RelayParts {
+                    let parts = RelayParts {
                         pool: Arc::clone(&choice.replica.pool),
                         guard,
                         slot,
                         deadline,
                         access,
                     };
-                    let body = Relay::new(body, conn, parts_extra);
-                    return Response::from_parts(parts, Body::new(body));
+                    let mut resp = Response::new(Body::new(Relay::new(body, parts)));
+                    *resp.status_mut() = status;
+                    *resp.headers_mut() = headers;
+                    return resp;
                 }
                 Ok(Err(e)) => {
                     // Ejected before the place is handed on, so a request waiting for

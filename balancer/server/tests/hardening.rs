@@ -17,7 +17,8 @@ use std::time::{Duration, Instant};
 #[path = "../../../serving/tests/support/probe.rs"]
 mod probe;
 use probe::{
-    assert_allocator_options, connect, read_response, request, send, wait_closed, wait_until, Resp,
+    assert_allocator_options, connect, open_fds, read_response, request, send, wait_closed,
+    wait_until, Resp,
 };
 
 const TOKEN: &str = "s3cret";
@@ -44,18 +45,42 @@ enum Reply {
     EchoHeaders,
     /// Headers promising 1,000 bytes, 10 of them, then a stall of 10 s.
     StallMidBody,
+    /// Raw bytes, written as they are (see [`RawReply`]).
+    Raw(Arc<RawReply>),
+}
+
+/// A scripted answer, byte for byte.
+struct RawReply {
+    /// Written one after another, 20 ms apart.
+    pieces: Vec<Vec<u8>>,
+    /// Close the connection after the answer.
+    close: bool,
+    /// Requests a connection answers; the next one gets no answer: the connection closes.
+    answered_per_conn: usize,
+}
+
+impl RawReply {
+    fn reply(pieces: &[&[u8]], close: bool) -> Reply {
+        Reply::Raw(Arc::new(RawReply {
+            pieces: pieces.iter().map(|p| p.to_vec()).collect(),
+            close,
+            answered_per_conn: usize::MAX,
+        }))
+    }
 }
 
 struct Backend {
     addr: SocketAddr,
+    /// Connections whose first request was a search (health checks not counted).
+    search_conns: Arc<AtomicUsize>,
 }
 
-fn serve_backend(stream: TcpStream, reply: Reply) {
+fn serve_backend(stream: TcpStream, reply: Reply, search_conns: &AtomicUsize) {
     let Ok(mut out) = stream.try_clone() else {
         return;
     };
     let mut reader = BufReader::new(stream);
-    loop {
+    for n in 0.. {
         let mut line = String::new();
         if reader.read_line(&mut line).unwrap_or(0) == 0 {
             return;
@@ -72,6 +97,26 @@ fn serve_backend(stream: TcpStream, reply: Reply) {
             }
             headers += &h.trim_end().to_ascii_lowercase();
             headers.push('\n');
+        }
+        if n == 0 && target.starts_with("/search") {
+            search_conns.fetch_add(1, Ordering::SeqCst);
+        }
+        if let (Reply::Raw(raw), false) = (&reply, target == "/healthz") {
+            if n >= raw.answered_per_conn {
+                return;
+            }
+            for (i, piece) in raw.pieces.iter().enumerate() {
+                if i > 0 {
+                    thread::sleep(Duration::from_millis(20));
+                }
+                if out.write_all(piece).is_err() {
+                    return;
+                }
+            }
+            if raw.close {
+                return;
+            }
+            continue;
         }
         let body = if target == "/healthz" {
             "ok".to_owned()
@@ -93,6 +138,7 @@ fn serve_backend(stream: TcpStream, reply: Reply) {
                     "delayed".to_owned()
                 }
                 Reply::EchoHeaders => headers,
+                Reply::Raw(_) => unreachable!("answered above"),
                 Reply::StallMidBody => {
                     let _ = out.write_all(
                         b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 1000\r\n\r\n0123456789",
@@ -116,13 +162,16 @@ impl Backend {
     fn start(reply: Reply) -> Backend {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind backend");
         let addr = listener.local_addr().unwrap();
+        let search_conns = Arc::new(AtomicUsize::new(0));
+        let counted = Arc::clone(&search_conns);
         thread::spawn(move || {
             for s in listener.incoming().flatten() {
                 let reply = reply.clone();
-                thread::spawn(move || serve_backend(s, reply));
+                let counted = Arc::clone(&counted);
+                thread::spawn(move || serve_backend(s, reply, &counted));
             }
         });
-        Backend { addr }
+        Backend { addr, search_conns }
     }
 }
 
@@ -1068,4 +1117,142 @@ fn the_balancer_runs_on_jemalloc_that_returns_freed_pages_within_a_second() {
             "background_thread: true",
         ],
     );
+}
+
+// ---------------------------------------------------------------- upstream HTTP/1.1
+
+/// `n` searches one after another on one client connection; their bodies.
+fn searches(lb: &Balancer, n: usize) -> Vec<Resp> {
+    let mut s = connect(lb.addr, Duration::from_secs(10));
+    (0..n)
+        .map(|i| {
+            send(&mut s, "GET", &format!("/search?q=q{i}"), &[], b"");
+            read_response(&mut s).unwrap_or_else(|| panic!("no answer to search {i}"))
+        })
+        .collect()
+}
+
+#[test]
+fn chunked_interim_and_close_delimited_answers_reach_the_client_whole() {
+    // A 103 first, then a chunked body with extensions and trailers, split mid-chunk.
+    let chunked = Backend::start(RawReply::reply(
+        &[
+            b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;ext=1\r\nhel",
+            b"lo\r\n6\r\n world\r\n0\r\nx-trailer: 1\r\n\r\n",
+        ],
+        false,
+    ));
+    let lb = spawn(&config(&[&chunked], ""));
+    for r in searches(&lb, 3) {
+        assert_eq!((r.status, r.text().as_str()), (200, "hello world"), "{r:?}");
+    }
+    assert_eq!(chunked.search_conns.load(Ordering::SeqCst), 1, "kept alive");
+
+    // No length: the body runs to the close, and the connection is not reused.
+    let until_close = Backend::start(RawReply::reply(
+        &[
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nuntil",
+            b" close",
+        ],
+        true,
+    ));
+    let lb = spawn(&config(&[&until_close], ""));
+    for r in searches(&lb, 2) {
+        assert_eq!((r.status, r.text().as_str()), (200, "until close"), "{r:?}");
+    }
+    assert_eq!(until_close.search_conns.load(Ordering::SeqCst), 2);
+
+    // A 1 MiB body in 64 KiB pieces arrives byte for byte.
+    let body: Vec<u8> = (0..1 << 20).map(|i: u32| (i % 251) as u8).collect();
+    let mut pieces = vec![b"HTTP/1.1 200 OK\r\nContent-Length: 1048576\r\n\r\n".to_vec()];
+    pieces.extend(body.chunks(64 << 10).map(<[u8]>::to_vec));
+    let big = Backend::start(Reply::Raw(Arc::new(RawReply {
+        pieces,
+        close: false,
+        answered_per_conn: usize::MAX,
+    })));
+    let lb = spawn(&config(&[&big], "").replace("deadline_ms = 3000", "deadline_ms = 10000"));
+    for r in searches(&lb, 2) {
+        assert_eq!(r.status, 200);
+        assert!(r.body == body, "{} bytes, not the 1 MiB sent", r.body.len());
+    }
+    assert_eq!(big.search_conns.load(Ordering::SeqCst), 1, "kept alive");
+}
+
+#[test]
+fn a_request_on_a_connection_the_replica_closes_unanswered_goes_on_a_new_one() {
+    // Each connection answers one request and closes on the next without a byte.
+    let b0 = Backend::start(Reply::Raw(Arc::new(RawReply {
+        pieces: vec![b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok".to_vec()],
+        close: false,
+        answered_per_conn: 1,
+    })));
+    let lb = spawn(&config(&[&b0], "").replace("retries = 1", "retries = 0"));
+    for r in searches(&lb, 4) {
+        assert_eq!((r.status, r.text().as_str()), (200, "ok"), "{r:?}");
+    }
+    assert_eq!(b0.search_conns.load(Ordering::SeqCst), 4);
+    assert_eq!(metric_line(&lb, "ballot_upstream_failures_total"), 0.0);
+}
+
+/// The value of metric `name` (no labels) on the admin listener.
+fn metric_line(lb: &Balancer, name: &str) -> f64 {
+    let text = lb.admin("GET", "/metrics", b"").text();
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or(0.0)
+}
+
+#[test]
+fn answers_that_break_http_are_a_502_json_error() {
+    let cases: [(&[u8], &str); 4] = [
+        (b"garbage\r\n\r\n", "invalid response head"),
+        (
+            b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabc",
+            "invalid Content-Length",
+        ),
+        (
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n",
+            "unsupported Transfer-Encoding",
+        ),
+        (b"HTTP/1.1 101 Switching Protocols\r\n\r\n", "101"),
+    ];
+    for (answer, why) in cases {
+        let b0 = Backend::start(RawReply::reply(&[answer], true));
+        let lb = spawn(&config(&[&b0], ""));
+        let r = lb.search("bad");
+        assert_eq!(r.status, 502, "{}", r.text());
+        let json: serde_json::Value = serde_json::from_slice(&r.body).expect("a JSON error");
+        let msg = json["error"].as_str().unwrap_or_default();
+        assert!(msg.contains(why), "{why:?} not in {msg:?}");
+        assert_eq!(lb.admin("GET", "/healthz", b"").status, 200, "still up");
+    }
+}
+
+#[test]
+fn idle_connections_the_replica_closes_are_closed_here_within_seconds() {
+    // Each answer is followed by the replica closing the connection, without saying so in
+    // a header: the balancer pools the connection, and must notice the close by itself.
+    let b0 = Backend::start(RawReply::reply(
+        &[b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"],
+        true,
+    ));
+    let lb = spawn(&config(&[&b0], ""));
+    // The health checks' own connection is open by then.
+    thread::sleep(Duration::from_millis(500));
+    let before = open_fds(lb.pid());
+    let addr = lb.addr;
+    let burst: Vec<_> = (0..8)
+        .map(|i| thread::spawn(move || request(addr, "GET", &format!("/search?q=b{i}"), &[], b"")))
+        .collect();
+    for t in burst {
+        assert_eq!(t.join().unwrap().status, 200);
+    }
+    let took = wait_until(
+        Duration::from_secs(5),
+        "the replica's closes closed here",
+        || open_fds(lb.pid()) <= before,
+    );
+    eprintln!("descriptors back to {before} after {took:?}");
 }
