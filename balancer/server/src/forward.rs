@@ -38,14 +38,15 @@ fn is_hop_by_hop(name: &HeaderName) -> bool {
         || name.as_str().starts_with("proxy-")
 }
 
-/// Whether `name` is listed in one of the `Connection` values of `headers`.
-fn named_by_connection(headers: &HeaderMap, name: &HeaderName) -> bool {
+/// Whether `token` (a header name, `close`, `keep-alive`) is listed in one of the
+/// `Connection` values of `headers`, ignoring case.
+pub fn connection_lists(headers: &HeaderMap, token: &str) -> bool {
     headers
         .get_all(header::CONNECTION)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
-        .any(|token| token.trim().eq_ignore_ascii_case(name.as_str()))
+        .any(|t| t.trim().eq_ignore_ascii_case(token))
 }
 
 /// Removes the hop-by-hop headers of a response in place.
@@ -137,7 +138,7 @@ pub fn write_upstream_headers(
             || name == header::EXPECT
             || name == X_REQUEST_ID
             || name == X_FORWARDED_FOR
-            || (has_connection && named_by_connection(client, name))
+            || (has_connection && connection_lists(client, name.as_str()))
         {
             continue;
         }

@@ -6,34 +6,32 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::http::Request;
-use http_body_util::{BodyExt, Empty};
-use hyper::body::Bytes;
+use axum::http::uri::PathAndQuery;
 
 use crate::config::HealthConfig;
-use crate::proxy::{client, UpstreamClient};
 use crate::replicas::Replica;
+use crate::upstream::Pool;
 
-/// One check of `replica`.
-async fn check(client: &UpstreamClient, replica: &Replica, timeout: Duration) -> bool {
-    let url = format!("http://{}/healthz", replica.address);
-    let Ok(req) = Request::get(url).body(Empty::<Bytes>::new()) else {
-        return false;
-    };
-    let fut = async {
-        let resp = client.request(req).await.ok()?;
-        let ok = resp.status().is_success();
-        resp.into_body().collect().await.ok()?;
-        Some(ok)
-    };
-    matches!(tokio::time::timeout(timeout, fut).await, Ok(Some(true)))
+/// One check: `GET /healthz` on a connection of the checker's own pool, 2xx within
+/// `timeout`.
+async fn check(pool: &Pool, timeout: Duration) -> bool {
+    let path = PathAndQuery::from_static("/healthz");
+    let answer = tokio::time::timeout(timeout, pool.get(&path, |_| {}, timeout)).await;
+    matches!(answer, Ok(Ok(a)) if a.status.is_success())
 }
 
 /// Spawns the checker of `replica`; it stops once the replica is removed.
 pub fn spawn(replica: Arc<Replica>, cfg: HealthConfig) {
     tokio::spawn(async move {
         let timeout = Duration::from_millis(cfg.timeout_ms);
-        let client = client(timeout);
+        // Its own connections: a check never waits behind, nor counts among, requests.
+        let pool = match Pool::new(&replica.address) {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::error!("health checks of {}: {e}", replica.name);
+                return;
+            }
+        };
         let mut tick = tokio::time::interval(Duration::from_millis(cfg.interval_ms));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -41,7 +39,7 @@ pub fn spawn(replica: Arc<Replica>, cfg: HealthConfig) {
             if replica.is_removed() {
                 break;
             }
-            let passed = check(&client, &replica, timeout).await;
+            let passed = check(&pool, timeout).await;
             replica.record_check(passed, cfg.fall, cfg.rise);
         }
     });

@@ -35,11 +35,6 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use data::tokenizer::{Tokens, MAX_TERMS};
-use http_body_util::Empty;
-use hyper::body::Bytes;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
 use metrics::{Counter, Histogram};
 
 use crate::access;
@@ -51,20 +46,6 @@ use crate::state::{Choice, NoReplica, State};
 use crate::upstream::{Answer, Relay, RelayParts};
 use balancer::policy::{hash_tokens, QueryKey, Reason};
 use data::query::extract_q;
-
-/// The pooled client of the health checks.
-pub type UpstreamClient = Client<HttpConnector, Empty<Bytes>>;
-
-/// A keep-alive client with `connect_timeout` (health checks).
-pub fn client(connect_timeout: Duration) -> UpstreamClient {
-    let mut conn = HttpConnector::new();
-    conn.set_nodelay(true);
-    conn.set_connect_timeout(Some(connect_timeout));
-    Client::builder(TokioExecutor::new())
-        .pool_idle_timeout(Duration::from_secs(30))
-        .pool_max_idle_per_host(256)
-        .build(conn)
-}
 
 /// The proxy's handles.
 pub struct Proxy {
@@ -80,6 +61,16 @@ pub struct Proxy {
 /// A JSON error response.
 pub fn json_error(status: StatusCode, msg: impl Into<String>) -> Response {
     (status, Json(serde_json::json!({ "error": msg.into() }))).into_response()
+}
+
+/// 503 with `Retry-After: 1` and `msg`, counted as a client error of `kind`: the answer
+/// when the balancer is full (admission, or a replica's queue).
+fn retry_later(kind: &'static str, msg: String) -> Response {
+    metrics::counter!(m::CLIENT_ERRORS, "kind" => kind).increment(1);
+    let mut r = json_error(StatusCode::SERVICE_UNAVAILABLE, msg);
+    r.headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    r
 }
 
 thread_local! {
@@ -117,10 +108,6 @@ fn reason_index(reason: Reason) -> usize {
 /// requests.
 const QUEUE_RECHECK: Duration = Duration::from_millis(100);
 
-/// Whether a request waited in a queue before it got its place (the time it had left
-/// must then be read again).
-struct Waited(bool);
-
 /// Why a request got no place on a replica.
 enum Unplaced {
     /// No replica is left to try.
@@ -131,21 +118,17 @@ enum Unplaced {
 }
 
 impl Proxy {
-    /// The answer after a wait in `replica`'s queue timed out: 503 with `Retry-After`.
+    /// The answer after a wait in `replica`'s queue timed out.
     fn queue_timeout(&self, replica: &Replica) -> Response {
         let c = &self.state.cfg.config;
-        metrics::counter!(m::CLIENT_ERRORS, "kind" => "queue_timeout").increment(1);
-        let mut r = json_error(
-            StatusCode::SERVICE_UNAVAILABLE,
+        retry_later(
+            "queue_timeout",
             format!(
                 "queue timeout: replica {} held {} requests until the queue timeout ({} ms) \
                  or the request's deadline; retry later",
                 replica.name, c.replica_max_in_flight, c.queue_timeout_ms
             ),
-        );
-        r.headers_mut()
-            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-        r
+        )
     }
 
     /// A proxy over `state`.
@@ -189,7 +172,7 @@ impl Proxy {
         q: &str,
         exclude: u64,
         deadline: Instant,
-    ) -> Result<(Choice, InFlightGuard, Waited), Unplaced> {
+    ) -> Result<(Choice, InFlightGuard), Unplaced> {
         // Read from the clock only if the request has to wait.
         let mut until = None;
         let mut counted = exclude != 0;
@@ -205,13 +188,13 @@ impl Proxy {
                 counted = true;
             }
             if let Some(guard) = guard {
-                return Ok((choice, guard, Waited(until.is_some())));
+                return Ok((choice, guard));
             }
             let until = *until.get_or_insert_with(|| {
                 deadline.min(Instant::now() + self.state.cfg.queue_timeout())
             });
             if let Some(guard) = self.wait_in_queue(&choice, until).await? {
-                return Ok((choice, guard, Waited(true)));
+                return Ok((choice, guard));
             }
         }
     }
@@ -296,17 +279,13 @@ impl Proxy {
             }
         };
         let Some(slot) = self.admission.try_enter() else {
-            metrics::counter!(m::CLIENT_ERRORS, "kind" => "overloaded").increment(1);
-            let mut r = json_error(
-                StatusCode::SERVICE_UNAVAILABLE,
+            return retry_later(
+                "overloaded",
                 format!(
                     "overloaded: {} requests in flight; retry later",
                     self.admission.max()
                 ),
             );
-            r.headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-            return r;
         };
         let path_and_query = match uri.path_and_query() {
             Some(pq) => pq.clone(),
@@ -320,17 +299,14 @@ impl Proxy {
         for attempt in 0..attempts {
             // The first attempt starts when the request came in.
             let now = if attempt == 0 { start } else { Instant::now() };
-            let Some(left) = deadline
-                .checked_duration_since(now)
-                .filter(|d| !d.is_zero())
-            else {
+            if now >= deadline {
                 self.failures.increment(1);
                 return json_error(
                     StatusCode::GATEWAY_TIMEOUT,
                     format!("deadline passed after {attempt} attempts: {last_error}"),
                 );
-            };
-            let (choice, guard, waited) = match self.place(&q, exclude, deadline).await {
+            }
+            let (choice, guard) = match self.place(&q, exclude, deadline).await {
                 Ok(placed) => placed,
                 Err(Unplaced::QueueTimeout(replica)) => return self.queue_timeout(&replica),
                 Err(Unplaced::NoReplica) if attempt == 0 => {
@@ -345,13 +321,12 @@ impl Proxy {
                 self.retries.increment(1);
                 3
             };
+            // An attempt has the request timeout, cut short by the request's deadline (after
+            // a wait in a queue, or retries).
             let sent = Instant::now();
-            // A wait in a queue used some of the time left.
-            let left = match waited {
-                Waited(true) => deadline.saturating_duration_since(sent).min(left),
-                Waited(false) => left,
-            };
-            let timeout = left.min(cfg.request_timeout());
+            let full = sent + cfg.request_timeout();
+            let until = full.min(deadline);
+            let timeout = until.saturating_duration_since(sent);
             if let Some(a) = access.as_mut() {
                 a.attempts = attempt + 1;
             }
@@ -360,9 +335,6 @@ impl Proxy {
                 |out: &mut Vec<u8>| forward::write_upstream_headers(out, headers, peer, id),
                 timeout,
             );
-            // Never past the request's deadline (the first attempt's `left` was measured
-            // from the request's start, before admission and routing).
-            let until = (sent + timeout).min(deadline);
             match tokio::time::timeout_at(until.into(), upstream).await {
                 Ok(Ok(answer))
                     if answer.status == StatusCode::SERVICE_UNAVAILABLE
@@ -429,9 +401,9 @@ impl Proxy {
                     last_error = format!("replica {}: {e}", choice.replica.name).into();
                 }
                 Err(_) => {
-                    // An attempt cut short by the request's deadline (after a wait in a
-                    // queue, or retries) says nothing about the replica.
-                    if timeout >= cfg.request_timeout() {
+                    // An attempt cut short by the request's deadline says nothing about
+                    // the replica.
+                    if until == full {
                         choice.replica.eject("request timed out");
                     }
                     drop(guard);

@@ -197,6 +197,7 @@ impl State {
         );
         let window = matches!(cfg.load, LoadKind::Window | LoadKind::Work)
             .then(|| Window::new(MAX_REPLICAS, cfg.config.load_window));
+        // Read before `cfg` moves into the state.
         let places = Arc::new(Slots::new(MAX_REPLICAS, cfg.config.replica_max_in_flight));
         Ok(State {
             cfg,
@@ -236,16 +237,11 @@ impl State {
     }
 
     /// Routes `query`, skipping the replicas in `exclude` (the ones a request already
-    /// failed on): the policy's decision over the server's [`View`]. A full replica is
-    /// not skipped: the request waits in its queue ([`Slots::enqueue`]), and the stall
-    /// guard and the load bound see the backlog. Allocation-free.
+    /// failed on): the policy's decision over the server's [`View`] of the live replicas,
+    /// or of the ejected ones too when no healthy one is left. A full replica is not
+    /// skipped: the request waits in its queue ([`Slots::enqueue`]), and the stall guard
+    /// and the load bound see the backlog. Allocation-free.
     pub fn route(&self, query: &QueryKey<'_>, exclude: u64) -> Result<Choice, NoReplica> {
-        self.decide(query, exclude)
-    }
-
-    /// The policy's decision among the live replicas not in `exclude`, or among the
-    /// ejected ones too when no healthy one is left.
-    fn decide(&self, query: &QueryKey<'_>, exclude: u64) -> Result<Choice, NoReplica> {
         let members = self.members.load();
         let base: &dyn LoadView = match &self.window {
             Some(w) => w,

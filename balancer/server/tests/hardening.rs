@@ -1193,15 +1193,9 @@ fn a_request_on_a_connection_the_replica_closes_unanswered_goes_on_a_new_one() {
         assert_eq!((r.status, r.text().as_str()), (200, "ok"), "{r:?}");
     }
     assert_eq!(b0.search_conns.load(Ordering::SeqCst), 4);
-    assert_eq!(metric_line(&lb, "ballot_upstream_failures_total"), 0.0);
-}
-
-/// The value of metric `name` (no labels) on the admin listener.
-fn metric_line(lb: &Balancer, name: &str) -> f64 {
-    let text = lb.admin("GET", "/metrics", b"").text();
-    text.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
-        .unwrap_or(0.0)
+    let metrics = lb.admin("GET", "/metrics", b"").text();
+    let failures = e2e::prometheus_sum(&metrics, "ballot_upstream_failures_total");
+    assert_eq!(failures.unwrap_or(0.0), 0.0, "{metrics}");
 }
 
 #[test]

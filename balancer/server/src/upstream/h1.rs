@@ -217,14 +217,7 @@ fn framing(status: StatusCode, headers: &HeaderMap) -> Result<(Framing, bool), P
 /// Whether the connection stays open after this response: HTTP/1.1 unless
 /// `Connection: close`, HTTP/1.0 only with `Connection: keep-alive`.
 fn connection_persists(http11: bool, headers: &HeaderMap) -> bool {
-    let has = |token: &str| {
-        headers
-            .get_all(header::CONNECTION)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .flat_map(|v| v.split(','))
-            .any(|t| t.trim().eq_ignore_ascii_case(token))
-    };
+    let has = |token| crate::forward::connection_lists(headers, token);
     if http11 {
         !has("close")
     } else {

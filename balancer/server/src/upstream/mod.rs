@@ -175,6 +175,8 @@ impl ReadBuffer {
 pub struct Conn {
     stream: TcpStream,
     buf: ReadBuffer,
+    /// The request being sent, kept for the next one (no allocation per request).
+    out: Vec<u8>,
     owner: usize,
 }
 
@@ -184,6 +186,7 @@ impl Conn {
         Conn {
             stream,
             buf: ReadBuffer::new(),
+            out: Vec::with_capacity(512),
             owner: worker(),
         }
     }
@@ -203,8 +206,8 @@ impl Conn {
         let stream = TcpStream::from_std(std).ok()?;
         Some(Conn {
             stream,
-            buf: self.buf,
             owner: worker(),
+            ..self
         })
     }
 
@@ -224,6 +227,8 @@ impl Conn {
         Poll::Ready(Ok(n))
     }
 
+    /// Writes all of `bytes` (`AsyncWriteExt::write_all` needs tokio's `io-util` feature,
+    /// which nothing else in the workspace uses).
     async fn write_all(&mut self, mut bytes: &[u8]) -> io::Result<()> {
         while !bytes.is_empty() {
             let n =
@@ -236,13 +241,16 @@ impl Conn {
         Ok(())
     }
 
-    /// Sends `request` and reads the response head.
-    async fn exchange(&mut self, request: &[u8]) -> Result<Head, Failure> {
+    /// Sends the request in `out` and reads the response head.
+    async fn exchange(&mut self) -> Result<Head, Failure> {
         debug_assert!(
             self.buf.is_empty(),
             "a pooled connection holds no unread bytes"
         );
-        self.write_all(request).await.map_err(Failure::Unanswered)?;
+        let out = std::mem::take(&mut self.out);
+        let sent = self.write_all(&out).await;
+        self.out = out;
+        sent.map_err(Failure::Unanswered)?;
         // Bytes already searched for the blank line that ends a head: the head is parsed
         // only once one may be complete, so a head arriving a byte at a time costs a scan
         // of each byte, not a parse of the whole buffer per read.
@@ -322,14 +330,6 @@ impl Pool {
         &self.address
     }
 
-    /// Idle connections.
-    pub fn idle(&self) -> usize {
-        self.idle
-            .iter()
-            .map(|s| s.lock().unwrap_or_else(|e| e.into_inner()).len())
-            .sum()
-    }
-
     /// An idle connection: from this worker's queue, else from another worker's (oldest
     /// first in each), so a burst on one worker does not open connections while another
     /// worker's sit idle. One taken from another worker moves to this worker's runtime
@@ -392,44 +392,46 @@ impl Pool {
         Ok(tcp)
     }
 
-    /// The request bytes: `GET path`, this replica's `Host`, then the header lines
-    /// `write_headers` writes (each ending in CRLF).
-    fn request(&self, path: &PathAndQuery, write_headers: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
-        let path = path.as_str().as_bytes();
-        let host = self.host.as_bytes();
-        let mut req = Vec::with_capacity(path.len() + host.len() + 256);
-        req.extend_from_slice(b"GET ");
-        req.extend_from_slice(path);
-        req.extend_from_slice(b" HTTP/1.1\r\nhost: ");
-        req.extend_from_slice(host);
-        req.extend_from_slice(b"\r\n");
-        write_headers(&mut req);
-        req.extend_from_slice(b"\r\n");
-        req
+    /// Writes the request into `out`: `GET path`, this replica's `Host`, then the header
+    /// lines `write_headers` writes (each ending in CRLF).
+    fn write_request(
+        &self,
+        out: &mut Vec<u8>,
+        path: &PathAndQuery,
+        write_headers: &impl Fn(&mut Vec<u8>),
+    ) {
+        out.clear();
+        out.extend_from_slice(b"GET ");
+        out.extend_from_slice(path.as_str().as_bytes());
+        out.extend_from_slice(b" HTTP/1.1\r\nhost: ");
+        out.extend_from_slice(self.host.as_bytes());
+        out.extend_from_slice(b"\r\n");
+        write_headers(out);
+        out.extend_from_slice(b"\r\n");
     }
 
     /// Sends `GET path` with the header lines `write_headers` writes (and this replica's
-    /// `Host`) on an idle connection, or a new one (opened within `connect_timeout`), and reads the answer's
-    /// head. An idle connection closed under the request passes it to the next one.
+    /// `Host`) on an idle connection, or a new one (opened within `connect_timeout`), and
+    /// reads the answer's head. An idle connection closed under the request passes it to
+    /// the next one.
     pub async fn get(
         &self,
         path: &PathAndQuery,
-        write_headers: impl FnOnce(&mut Vec<u8>),
+        write_headers: impl Fn(&mut Vec<u8>),
         connect_timeout: Duration,
     ) -> Result<Answer, UpstreamError> {
-        let req = self.request(path, write_headers);
-        let mut stale = 0;
-        while stale < MAX_STALE_TRIES {
+        for _ in 0..MAX_STALE_TRIES {
             let Some(mut conn) = self.take() else { break };
-            match conn.exchange(&req).await {
+            self.write_request(&mut conn.out, path, &write_headers);
+            match conn.exchange().await {
                 Ok(head) => return Ok(self.answer(conn, head)),
-                Err(Failure::Unanswered(_)) => stale += 1,
+                Err(Failure::Unanswered(_)) => {}
                 Err(Failure::Failed(e)) => return Err(e),
             }
         }
-        let tcp = self.connect(connect_timeout).await?;
-        let mut conn = Conn::new(tcp);
-        match conn.exchange(&req).await {
+        let mut conn = Conn::new(self.connect(connect_timeout).await?);
+        self.write_request(&mut conn.out, path, &write_headers);
+        match conn.exchange().await {
             Ok(head) => Ok(self.answer(conn, head)),
             Err(Failure::Unanswered(e)) => Err(UpstreamError::Io(e.to_string())),
             Err(Failure::Failed(e)) => Err(e),
