@@ -22,7 +22,8 @@
 # --workers), BALLOT_ARGS (extra balancer flags; default --workers $LB_THREADS), BALLOT_LOAD
 # (window, or in-flight: ballot's `load` setting), HAPROXY_EXTRA (lines added to HAProxy's
 # backend section, `\n`-separated: e.g. the response headers ballot adds, to compare equal
-# work), HOLD (seconds: start everything, print the ports and process ids, measure nothing,
+# work), BALLOT_CONFIG_EXTRA (top-level lines added to ballot's config, `\n`-separated:
+# e.g. `routing_headers = true`), HOLD (seconds: start everything, print the ports and process ids, measure nothing,
 # and stop after HOLD seconds; for profiling with perf or strace), SKIP_BUILD=1
 # (use the binaries already in BIN_DIR), BIN_DIR (target/release).
 #
@@ -183,6 +184,7 @@ eps = 0.05
 load = "$BALLOT_LOAD"
 request_timeout_ms = 10000
 retries = 2
+$(printf '%b' "${BALLOT_CONFIG_EXTRA:-}")
 [health]
 interval_ms = 1000
 timeout_ms = 500

@@ -30,6 +30,7 @@
 //! admin_max_upload_bytes = 67108864   # largest POST /admin/table body
 //! tables_dir = "tables"               # {"path": ...} reloads only read tables in here
 //! access_log = false                  # one log line per client request
+//! routing_headers = false             # answers name their replica and routing reason
 //!
 //! [health]
 //! interval_ms = 1000
@@ -277,6 +278,13 @@ pub struct Config {
     /// latency, attempts, request id).
     #[serde(default)]
     pub access_log: bool,
+    /// Add `x-ballot-replica` (the replica's name) and `x-ballot-reason` (`vote`,
+    /// `overflow` or `no-vote`) to every relayed answer. Off by default: they tell clients
+    /// the names of the replicas behind the balancer, and an answer without them is what
+    /// HAProxy or nginx send; turn them on to debug routing from the client side (the
+    /// access log records the same two fields).
+    #[serde(default)]
+    pub routing_headers: bool,
     /// Health checks.
     #[serde(default)]
     pub health: HealthConfig,
@@ -656,6 +664,7 @@ address = "127.0.0.1:9000"
         assert_eq!(v.queue_timeout(), Duration::from_millis(2000));
         assert_eq!(v.config.admin_max_upload_bytes, 64 << 20);
         assert!(v.config.tables_dir.is_none() && !v.config.access_log);
+        assert!(!v.config.routing_headers);
     }
 
     #[test]

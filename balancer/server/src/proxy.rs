@@ -1,6 +1,7 @@
 //! The proxy path: `GET /search?q=...` is tokenized, routed, and forwarded with its whole
 //! query string to the chosen replica over pooled keep-alive connections (each replica's
-//! [`Pool`](crate::upstream::Pool)); the response streams back with `x-ballot-replica` and `x-ballot-reason`.
+//! [`Pool`](crate::upstream::Pool)); the response streams back, with `x-ballot-replica`
+//! and `x-ballot-reason` added when `routing_headers = true`.
 //!
 //! Failover follows HAProxy's `option redispatch` with `retries`: on a connect failure or a
 //! timeout the replica is ejected passively and the query is routed again with the failed
@@ -366,11 +367,13 @@ impl Proxy {
                         .and_then(|v| v.parse::<u64>().ok());
                     self.state.record_work(choice.index, miss.unwrap_or(0));
                     forward::strip_hop_by_hop(&mut headers);
-                    headers.insert(X_BALLOT_REPLICA.clone(), choice.replica.header.clone());
-                    headers.insert(
-                        X_BALLOT_REASON.clone(),
-                        HeaderValue::from_static(m::REASONS[reason_ix]),
-                    );
+                    if cfg.config.routing_headers {
+                        headers.insert(X_BALLOT_REPLICA.clone(), choice.replica.header.clone());
+                        headers.insert(
+                            X_BALLOT_REASON.clone(),
+                            HeaderValue::from_static(m::REASONS[reason_ix]),
+                        );
+                    }
                     // The request stays in flight until its body is streamed out; a
                     // streamed body's connection then goes back to the replica's pool.
                     let access = access.take().map(|mut a| {

@@ -235,7 +235,8 @@ impl Balancer {
 fn config(backends: &[&Backend], extra: &str) -> String {
     let mut s = format!(
         "listen = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"\nadmin_token = \"{TOKEN}\"\n\
-         request_timeout_ms = 2000\ndeadline_ms = 3000\nretries = 1\n{extra}\n\
+         request_timeout_ms = 2000\ndeadline_ms = 3000\nretries = 1\nrouting_headers = true\n\
+         {extra}\n\
          [health]\ninterval_ms = 200\ntimeout_ms = 500\nfall = 3\nrise = 1\n\n\
          [policy]\nname = \"round-robin\"\n"
     );

@@ -209,7 +209,8 @@ impl Drop for Balancer {
 fn config(backends: &[&Backend], policy: &str, extra: &str) -> String {
     let mut s = format!(
         "listen = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"\nadmin_token = \"{TOKEN}\"\n\
-         request_timeout_ms = 500\ndeadline_ms = 3000\nretries = 2\nmax_query_bytes = 64\n{extra}\n\
+         request_timeout_ms = 500\ndeadline_ms = 3000\nretries = 2\nmax_query_bytes = 64\n\
+         routing_headers = true\n{extra}\n\
          [health]\ninterval_ms = 100\ntimeout_ms = 200\nfall = 2\nrise = 2\n\n[policy]\n{policy}\n"
     );
     for b in backends {
@@ -700,6 +701,22 @@ fn a_reloaded_table_ramps_in_under_load_without_errors() {
         ),
         ("b0", "vote")
     );
+}
+
+#[test]
+fn answers_name_no_replica_unless_routing_headers_are_on() {
+    let backends = three();
+    let refs: Vec<&Backend> = backends.iter().collect();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(&refs, "name = \"round-robin\"", "").replace("routing_headers = true\n", "");
+    let b = spawn_balancer(dir, &cfg);
+    let r = get(b.addr, "/search?q=alpha");
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(r.body.contains("/search?q=alpha"), "{}", r.body);
+    assert!(r.headers.contains_key("x-request-id"), "{:?}", r.headers);
+    for name in ["x-ballot-replica", "x-ballot-reason"] {
+        assert!(!r.headers.contains_key(name), "{name}: {:?}", r.headers);
+    }
 }
 
 #[test]
