@@ -1,5 +1,6 @@
 //! The query-string decoder both servers use, so the balancer and the replica can never
-//! disagree on what a query was, with one length limit ([`MAX_QUERY_BYTES`]).
+//! disagree on what a query was, with one length limit ([`MAX_QUERY_BYTES`]); and the one
+//! header of their answer they agree on ([`MISS_BYTES_HEADER`]).
 //!
 //! A query string is `application/x-www-form-urlencoded` (the URL standard): pairs split on
 //! `&`, a key split from its value at the first `=`, `+` is a space and `%XX` a byte.
@@ -17,6 +18,10 @@ use std::borrow::Cow;
 /// Longest accepted `q`, in bytes after decoding: the one limit of both servers (the
 /// balancer's `max_query_bytes` may lower it, not raise it).
 pub const MAX_QUERY_BYTES: usize = 4096;
+
+/// The response header in which a replica reports the flash bytes a search read there, and
+/// from which the balancer's `work` load counts them.
+pub const MISS_BYTES_HEADER: &str = "x-ballot-miss-bytes";
 
 /// Why a query string was rejected; each maps to a 400 with a JSON error.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

@@ -23,6 +23,7 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
+use data::query::MISS_BYTES_HEADER;
 use hyper_util::service::TowerToHyperService;
 use metrics_exporter_prometheus::PrometheusHandle;
 use serde::Serialize;
@@ -42,9 +43,6 @@ pub const MAX_SEARCH_THREADS: u64 = 64;
 pub fn search_threads(max_inflight: u64) -> usize {
     max_inflight.clamp(1, MAX_SEARCH_THREADS) as usize
 }
-
-/// The response header that carries the flash bytes a search read from this replica.
-pub const MISS_BYTES_HEADER: &str = "x-ballot-miss-bytes";
 
 /// Serving state reported by `/healthz`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -281,13 +281,15 @@ pub fn prometheus_sum(text: &str, name: &str) -> Option<f64> {
     Some(samples.sum())
 }
 
-/// Polls `cond` every 20 ms until it holds, failing the test with `what` after `limit`.
-pub fn wait_until(limit: Duration, what: &str, mut cond: impl FnMut() -> bool) {
+/// Polls `cond` every 20 ms until it holds, failing the test with `what` after `limit`;
+/// returns how long it took.
+pub fn wait_until(limit: Duration, what: &str, mut cond: impl FnMut() -> bool) -> Duration {
     let start = Instant::now();
     while !cond() {
         assert!(start.elapsed() < limit, "timed out after {limit:?}: {what}");
         std::thread::sleep(Duration::from_millis(20));
     }
+    start.elapsed()
 }
 
 #[cfg(test)]

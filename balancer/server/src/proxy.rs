@@ -86,12 +86,9 @@ thread_local! {
 /// routing itself.
 pub const ROUTE_SAMPLE: u32 = 16;
 
-/// The response header in which a replica reports the flash bytes a query read there
-/// (the work the `work` load counts).
-pub const MISS_BYTES: &str = "x-ballot-miss-bytes";
-
-/// [`MISS_BYTES`] as a header name (a `&str` name is parsed again at every lookup).
-static MISS_BYTES_NAME: HeaderName = HeaderName::from_static(MISS_BYTES);
+/// [`data::query::MISS_BYTES_HEADER`] as a header name (a `&str` name is parsed again at
+/// every lookup).
+static MISS_BYTES_NAME: HeaderName = HeaderName::from_static(data::query::MISS_BYTES_HEADER);
 /// The response header naming the replica that answered.
 static X_BALLOT_REPLICA: HeaderName = HeaderName::from_static("x-ballot-replica");
 /// The response header giving the routing reason.

@@ -16,9 +16,9 @@ use std::time::{Duration, Instant};
 
 #[path = "../../../serving/tests/support/probe.rs"]
 mod probe;
+use e2e::{prometheus_sum, wait_until};
 use probe::{
-    assert_allocator_options, connect, open_fds, read_response, request, send, wait_closed,
-    wait_until, Resp,
+    assert_allocator_options, connect, open_fds, read_response, request, send, wait_closed, Resp,
 };
 
 const TOKEN: &str = "s3cret";
@@ -1195,7 +1195,7 @@ fn a_request_on_a_connection_the_replica_closes_unanswered_goes_on_a_new_one() {
     }
     assert_eq!(b0.search_conns.load(Ordering::SeqCst), 4);
     let metrics = lb.admin("GET", "/metrics", b"").text();
-    let failures = e2e::prometheus_sum(&metrics, "ballot_upstream_failures_total");
+    let failures = prometheus_sum(&metrics, "ballot_upstream_failures_total");
     assert_eq!(failures.unwrap_or(0.0), 0.0, "{metrics}");
 }
 

@@ -14,7 +14,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use data::table::{TableRow, VotingTable};
-use e2e::{output_within, prometheus_sum, start_listening, Running};
+use e2e::{output_within, prometheus_sum, start_listening, wait_until, Running};
 
 const TOKEN: &str = "s3cret";
 
@@ -344,7 +344,7 @@ fn checks(b: &Balancer, name: &str) -> u64 {
 /// check count at which its health changed.
 fn wait_health(b: &Balancer, name: &str, healthy: bool) -> u64 {
     let what = format!("{name} {}", if healthy { "re-admitted" } else { "ejected" });
-    let took = wait_until(&what, LIMIT, || {
+    let took = wait_until(LIMIT, &what, || {
         replica_state(b, name)["healthy"] == healthy
     });
     let at = replica_state(b, name)["health_changed_at_check"]
@@ -352,15 +352,6 @@ fn wait_health(b: &Balancer, name: &str, healthy: bool) -> u64 {
         .unwrap_or_else(|| panic!("no health_changed_at_check for {name}"));
     eprintln!("{what} after {took:?}, at check {at}");
     at
-}
-
-fn wait_until(what: &str, limit: Duration, mut f: impl FnMut() -> bool) -> Duration {
-    let start = Instant::now();
-    while !f() {
-        assert!(start.elapsed() < limit, "timed out waiting for {what}");
-        thread::sleep(Duration::from_millis(20));
-    }
-    start.elapsed()
 }
 
 /// `threads` clients sending `per_thread` queries each; returns the non-200 responses.
@@ -458,7 +449,7 @@ fn killing_a_backend_under_load_fails_no_request_and_it_comes_back() {
     let running = load(b.addr, 4, 150);
     // Kill b1 once it has served traffic, while the load is still running (readiness
     // signals, not sleeps: on a busy machine the load takes longer to start).
-    wait_until("b1 serving 20 queries", LIMIT, || {
+    wait_until(LIMIT, "b1 serving 20 queries", || {
         assert!(
             !running.is_finished(),
             "the load ended before b1 had traffic"
@@ -604,7 +595,7 @@ fn health_checks_eject_an_idle_dead_backend_within_fall_checks() {
         &config(&refs, "name = \"least-loaded\"", ""),
     );
     // The checks are running (two passed) before the kill.
-    wait_until("two checks of b2", LIMIT, || checks(&b, "b2") >= 2);
+    wait_until(LIMIT, "two checks of b2", || checks(&b, "b2") >= 2);
     let checks_at_kill = checks(&b, "b2");
     bs[2].kill();
     // No traffic: only the checks (fall 2) can see it. Counted in checks, not seconds:
@@ -683,7 +674,7 @@ fn a_reloaded_table_ramps_in_under_load_without_errors() {
         .status()
         .unwrap()
         .success());
-    wait_until("SIGHUP reload", LIMIT, || progress(&b).0 == 3);
+    wait_until(LIMIT, "SIGHUP reload", || progress(&b).0 == 3);
     assert_eq!(progress(&b), (3, 0.0));
     for _ in 0..100 {
         assert_eq!(get(b.addr, "/search?q=beta").status, 200);
@@ -993,7 +984,7 @@ fn sigterm_drains_in_flight_requests_and_exits() {
     let slow = thread::spawn(move || get(addr, "/search?q=in+flight"));
     // Readiness, not a sleep: the balancer reports the request in flight (its backend
     // holds it 600 ms).
-    wait_until("the request in flight", LIMIT, || {
+    wait_until(LIMIT, "the request in flight", || {
         let r = admin(&b, "GET", "/admin/replicas", b"");
         let v: serde_json::Value = serde_json::from_str(&r.body).unwrap();
         v["replicas"]

@@ -232,16 +232,6 @@ pub fn kill(pid: u32, signal: i32) {
     assert_eq!(rc, 0, "kill({pid}, {signal})");
 }
 
-/// Polls `cond` every 20 ms until it holds; panics naming `what` after `limit`.
-pub fn wait_until(limit: Duration, what: &str, mut cond: impl FnMut() -> bool) -> Duration {
-    let start = Instant::now();
-    while !cond() {
-        assert!(start.elapsed() < limit, "timed out after {limit:?}: {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    start.elapsed()
-}
-
 /// Asserts that jemalloc runs the server binary `bin` with every option in `wanted`
 /// (`"narenas: 1"`, as jemalloc prints them at exit under
 /// `_RJEM_MALLOC_CONF=stats_print:true`; the binary runs with `--help`).
