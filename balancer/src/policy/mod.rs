@@ -6,9 +6,10 @@
 //! [`PolicyKind`], [`PolicyKind::ALL`], the names (`FromStr`/`Display`) and
 //! [`build_policy`]: adding a policy is one new file plus one line here. The golden and
 //! property tests iterate [`PolicyKind::ALL`], so a new policy is tested at once (and its
-//! golden test fails until its expected routing is written down). Policies are built off the request path (rings, tables) and routing only
-//! reads them: `route` never allocates and never locks, takes randomness only from the
-//! caller's seeded [`Rng`], and sends queries only to live replicas.
+//! golden test fails until its expected routing is written down). Policies are built off
+//! the request path (rings, tables) and routing only reads them: `route` never allocates
+//! and never locks, takes randomness only from the caller's seeded [`Rng`], and sends
+//! queries only to live replicas.
 //!
 //! The voting policies follow Archer et al., "Cache-aware load balancing of data center
 //! applications", PVLDB 2019; the bounded-load rule follows Mirrokni et al., "Consistent
