@@ -25,13 +25,10 @@
 //! by `ballot eval --switch-table` (`cache_sim::sim::switch`): any partial switch makes the
 //! caches hold both tables' working sets (a term shared by queries on both sides is needed on
 //! both sides), so a ramp pays a higher miss ratio for as long as it lasts, while the
-//! instant switch's cold spike lasts about one cache refill (about 1,000 queries on the
-//! AOL and synthetic logs at R = 8 with 5% caches). The ramp lowers the peak when it is
-//! about that long (the simulator's default is 2,000 queries; for the HTTP balancer, pick
-//! `ramp_secs` so that the ramp spans about as many queries); a ramp ten times longer raises
-//! it. Keeping queries coherent did not change that: against the earlier per-term rule
-//! (each term voting from the table it had moved to), the peaks differ by about 0.01 at
-//! most, slightly lower on AOL and slightly higher on the synthetic log.
+//! instant switch's cold spike lasts about one cache refill. The ramp lowers the peak when it
+//! is about one refill long (the simulator's default, 2,000 queries; the HTTP balancer's
+//! `ramp_queries`); a ramp ten times longer raises it (docs/operations.md, "Switching tables
+//! live", shows how to measure both with `ballot eval --switch-table`).
 //!
 //! The clock counts queries: [`RampPolicy`] is the routing policy of a ramp in progress, and
 //! its progress is the number of queries it has routed since the switch over the ramp's
@@ -259,7 +256,7 @@ impl RoutingPolicy for RampPolicy {
     }
 
     #[inline]
-    fn route(&self, query: &QueryKey<'_>, load: &dyn LoadView, rng: &mut Rng) -> Decision {
+    fn route(&self, query: &QueryKey<'_>, load: &dyn LoadView, rng: &mut Rng) -> Option<Decision> {
         let n = self.routed.fetch_add(1, Ordering::Relaxed);
         let scores = self.ramp.at(self.progress_at(n)).score(query.term_hashes);
         pick(&scores, self.replicas, self.eps, self.homes, load, rng)
@@ -434,7 +431,8 @@ mod tests {
             0.0,
             &StaticLoad::idle(4),
             &mut Rng::new(1),
-        );
+        )
+        .unwrap();
         assert_eq!(d.reason, Reason::Vote);
         usize::from(d.replica)
     }
@@ -601,7 +599,9 @@ mod tests {
         let mut to_new = Vec::new();
         for h in terms(120) {
             let hashes = [h];
-            let d = p.route(&QueryKey::new(h, &hashes), &load, &mut rng);
+            let d = p
+                .route(&QueryKey::new(h, &hashes), &load, &mut rng)
+                .unwrap();
             to_new.push(d.replica == 2);
         }
         assert_eq!(p.routed(), 120);

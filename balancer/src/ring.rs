@@ -13,7 +13,6 @@
 //! in clockwise order without allocating.
 
 use crate::load::MAX_REPLICAS;
-use crate::policy::PolicyError;
 use data::hash::mix64;
 
 /// The fewest virtual nodes per replica: below ~100 the arcs are too uneven to balance.
@@ -25,6 +24,16 @@ pub const DEFAULT_VNODES: usize = 160;
 
 /// Salt that separates ring points from term and query hashes.
 const RING_SALT: u64 = 0x6261_6c6c_6f74_5f72; // "ballot_r"
+
+/// A ring that cannot be built (the policies report it as their
+/// [`PolicyError`](crate::PolicyError)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RingError {
+    /// The replica count is 0 or above [`MAX_REPLICAS`].
+    Replicas(usize),
+    /// The virtual-node count is outside `MIN_VNODES..=MAX_VNODES`.
+    Vnodes(usize),
+}
 
 /// A sorted ring of virtual nodes.
 #[derive(Clone, Debug)]
@@ -40,12 +49,12 @@ impl Ring {
     ///
     /// Errors unless `1 <= replicas <= MAX_REPLICAS` and
     /// `MIN_VNODES <= vnodes <= MAX_VNODES`.
-    pub fn new(replicas: usize, vnodes: usize) -> Result<Self, PolicyError> {
+    pub fn new(replicas: usize, vnodes: usize) -> Result<Self, RingError> {
         if replicas == 0 || replicas > MAX_REPLICAS {
-            return Err(PolicyError::Replicas(replicas));
+            return Err(RingError::Replicas(replicas));
         }
         if !(MIN_VNODES..=MAX_VNODES).contains(&vnodes) {
-            return Err(PolicyError::Vnodes(vnodes));
+            return Err(RingError::Vnodes(vnodes));
         }
         let mut nodes: Vec<(u64, u16)> = Vec::with_capacity(replicas * vnodes);
         for r in 0..replicas {

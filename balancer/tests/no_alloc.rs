@@ -49,7 +49,9 @@ fn route_never_allocates() {
         let before = allocations();
         for i in 0..10_000 {
             let (qh, hashes) = &queries[i % queries.len()];
-            let d = policy.route(&QueryKey::new(*qh, hashes), &load, &mut rng);
+            let d = policy
+                .route(&QueryKey::new(*qh, hashes), &load, &mut rng)
+                .expect("a live replica");
             let r = usize::from(d.replica);
             load.loads[r] += 1;
             if i % 16 == 15 {

@@ -49,6 +49,15 @@ fn key_of(q: &str) -> (u64, Vec<u64>) {
 }
 
 fn route(policy: &dyn RoutingPolicy, q: &str, load: &dyn LoadView, rng: &mut Rng) -> Decision {
+    try_route(policy, q, load, rng).expect("a live replica")
+}
+
+fn try_route(
+    policy: &dyn RoutingPolicy,
+    q: &str,
+    load: &dyn LoadView,
+    rng: &mut Rng,
+) -> Option<Decision> {
     let (qh, hashes) = key_of(q);
     policy.route(&QueryKey::new(qh, &hashes), load, rng)
 }
@@ -226,13 +235,13 @@ fn every_kind_builds_and_round_trips() {
 }
 
 #[test]
-fn no_live_replica_gives_replica_zero_no_vote() {
+fn no_live_replica_gives_no_decision() {
     let params = PolicyParams::new(4).with_table(Arc::new(golden_table()));
     let dead = StaticLoad::with_live(vec![1, 2, 3, 4], vec![false; 4]);
     for kind in PolicyKind::ALL {
         let policy = build_policy(kind, &params).expect("valid params");
-        let d = route(policy.as_ref(), "new york", &dead, &mut Rng::new(1));
-        assert_eq!(d, Decision::NONE_LIVE, "{kind}");
+        let d = try_route(policy.as_ref(), "new york", &dead, &mut Rng::new(1));
+        assert_eq!(d, None, "{kind}");
     }
 }
 
@@ -323,18 +332,22 @@ fn hand_query_hash_is_the_ring_owner() {
     let order: Vec<usize> = ring.walk(qh).collect();
     let mut rng = Rng::new(1);
     // All live: the owner of the first point clockwise.
-    let d = policy.route(&key, &StaticLoad::idle(4), &mut rng);
+    let d = policy.route(&key, &StaticLoad::idle(4), &mut rng).unwrap();
     assert_eq!(usize::from(d.replica), order[0]);
     assert_eq!(d.reason, Reason::Vote);
     // Owner dead: the next distinct replica clockwise.
     let mut live = vec![true; 4];
     live[order[0]] = false;
-    let d = policy.route(&key, &StaticLoad::with_live(vec![0; 4], live), &mut rng);
+    let d = policy
+        .route(&key, &StaticLoad::with_live(vec![0; 4], live), &mut rng)
+        .unwrap();
     assert_eq!(usize::from(d.replica), order[1]);
     // Load does not matter.
     let mut loads = vec![0; 4];
     loads[order[0]] = 1000;
-    let d = policy.route(&key, &StaticLoad::new(loads), &mut rng);
+    let d = policy
+        .route(&key, &StaticLoad::new(loads), &mut rng)
+        .unwrap();
     assert_eq!(usize::from(d.replica), order[0]);
 }
 
@@ -350,7 +363,9 @@ fn hand_ch_bl_walks_clockwise_past_full_replicas() {
     let mut loads = vec![2; 4];
     loads[order[0]] = 10;
     assert_eq!(load_cap(0.05, 16, 4), 5);
-    let d = policy.route(&key, &StaticLoad::new(loads.clone()), &mut rng);
+    let d = policy
+        .route(&key, &StaticLoad::new(loads.clone()), &mut rng)
+        .unwrap();
     assert_eq!(
         d,
         Decision {
@@ -362,7 +377,9 @@ fn hand_ch_bl_walks_clockwise_past_full_replicas() {
     // cap = ceil(1.05 * 21 / 4) = 6, so the third replica clockwise takes the query.
     loads[order[1]] = 6;
     assert_eq!(load_cap(0.05, 20, 4), 6);
-    let d = policy.route(&key, &StaticLoad::new(loads), &mut rng);
+    let d = policy
+        .route(&key, &StaticLoad::new(loads), &mut rng)
+        .unwrap();
     assert_eq!(
         d,
         Decision {
@@ -371,7 +388,7 @@ fn hand_ch_bl_walks_clockwise_past_full_replicas() {
         }
     );
     // Home under the cap: home, Vote.
-    let d = policy.route(&key, &StaticLoad::idle(4), &mut rng);
+    let d = policy.route(&key, &StaticLoad::idle(4), &mut rng).unwrap();
     assert_eq!(
         d,
         Decision {
@@ -399,14 +416,14 @@ fn hand_rj_ch_jumps_at_random_not_to_the_neighbour() {
     let mut rng = Rng::new(3);
     let mut seen = [0u32; 4];
     for _ in 0..400 {
-        let d = policy.route(&key, &load, &mut rng);
+        let d = policy.route(&key, &load, &mut rng).unwrap();
         assert_eq!(d.reason, Reason::Overflow);
         seen[usize::from(d.replica)] += 1;
     }
     assert_eq!(seen[order[0]] + seen[order[1]], 0);
     assert!(seen[order[2]] > 150 && seen[order[3]] > 150, "{seen:?}");
     // Home under the cap: home, Vote.
-    let d = policy.route(&key, &StaticLoad::idle(4), &mut rng);
+    let d = policy.route(&key, &StaticLoad::idle(4), &mut rng).unwrap();
     assert_eq!(
         d,
         Decision {

@@ -5,9 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use balancer::ring::Ring;
-use balancer::{
-    build_policy, load_cap, LoadView, PolicyKind, PolicyParams, QueryKey, Reason, StaticLoad,
-};
+use balancer::{build_policy, load_cap, LoadView, PolicyKind, PolicyParams, QueryKey, StaticLoad};
 use data::rng::Rng;
 use data::table::{TableRow, VotingTable};
 use proptest::prelude::*;
@@ -78,8 +76,9 @@ fn scenario() -> impl Strategy<Value = (usize, Vec<u64>, Vec<bool>, f64, u64)> {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(200))]
 
-    /// Every decision is a live replica when one is live, and bounded policies never pick a
-    /// replica at or over the cap while a live replica is under it.
+    /// Every decision is a live replica when one is live (and there is none when none is),
+    /// and bounded policies never pick a replica at or over the cap while a live replica is
+    /// under it.
     #[test]
     fn decisions_are_live_and_bounded(
         (r, loads, live, eps, seed) in scenario(),
@@ -97,12 +96,12 @@ proptest! {
                 let hashes = term_hashes(q);
                 let qh = hashes.iter().fold(0u64, |a, &h| data::hash::mix64(a ^ h));
                 let d = policy.route(&QueryKey::new(qh, &hashes), &load, &mut rng);
-                let rep = usize::from(d.replica);
-                if live_count == 0 {
-                    prop_assert_eq!(rep, 0);
-                    prop_assert_eq!(d.reason, Reason::NoVote);
+                let Some(d) = d else {
+                    prop_assert_eq!(live_count, 0, "{} routed nowhere", kind);
                     continue;
-                }
+                };
+                prop_assert!(live_count > 0, "{} routed with no live replica", kind);
+                let rep = usize::from(d.replica);
                 prop_assert!(rep < r && load.is_live(rep), "{} chose {} ", kind, rep);
                 if BOUNDED.contains(&kind) && some_under {
                     prop_assert!(load.load(rep) < cap, "{} chose {} at load {} >= cap {}",
@@ -122,6 +121,7 @@ proptest! {
         let chbl = build_policy(PolicyKind::ChBl, &p).expect("valid");
         let key = QueryKey::new(qh, &[]);
         let first = qh_policy.route(&key, &load, &mut Rng::new(seed));
+        prop_assert!(first.is_some());
         let mut rng = Rng::new(seed ^ 1);
         for _ in 0..5 {
             prop_assert_eq!(qh_policy.route(&key, &load, &mut rng), first);
@@ -153,7 +153,12 @@ fn removing_a_replica_moves_only_its_queries() {
         let all = StaticLoad::idle(r);
         let before: Vec<u16> = keys
             .iter()
-            .map(|&k| policy.route(&QueryKey::new(k, &[]), &all, &mut rng).replica)
+            .map(|&k| {
+                policy
+                    .route(&QueryKey::new(k, &[]), &all, &mut rng)
+                    .unwrap()
+                    .replica
+            })
             .collect();
         let mut per = [0usize; 8];
         for &b in &before {
@@ -171,6 +176,7 @@ fn removing_a_replica_moves_only_its_queries() {
             for (&k, &b) in keys.iter().zip(&before) {
                 let d = policy
                     .route(&QueryKey::new(k, &[]), &without, &mut rng)
+                    .unwrap()
                     .replica;
                 if usize::from(b) == gone {
                     assert_ne!(usize::from(d), gone);
@@ -203,7 +209,9 @@ fn bounded_policies_keep_max_load_near_mean() {
             // Skewed terms: t0 appears in every query.
             let ids = [0u8, (q.below(60)) as u8];
             let hashes = term_hashes(&ids);
-            let d = policy.route(&QueryKey::new(hashes[1], &hashes), &load, &mut rng);
+            let d = policy
+                .route(&QueryKey::new(hashes[1], &hashes), &load, &mut rng)
+                .unwrap();
             load.loads[usize::from(d.replica)] += 1;
         }
         let max = *load.loads.iter().max().expect("non-empty");

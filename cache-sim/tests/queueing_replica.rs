@@ -5,13 +5,13 @@
 use std::sync::Arc;
 
 use balancer::policy::{build_policy, PolicyKind, PolicyParams, RoutingPolicy};
-use cache_sim::eviction::EvictionKind;
 use cache_sim::queueing::{
     simulate, Arrivals, Cores, Fanout, PhaseResult, QueueConfig, Router, Service, Simulator,
 };
 use cache_sim::sim::{replay, NoObserver, SimConfig, SimLoad, Trace};
 use data::sizes::{FreqTable, SizeModel, SizeTable, Sizes};
 use data::synth::{generate, SynthConfig};
+use eviction::EvictionKind;
 
 /// Terms a (1,000 bytes), b (3,000 bytes), c (2,000 bytes).
 fn trace(queries: &[&str]) -> Trace {
@@ -203,7 +203,7 @@ fn zero_time_phases_reproduce_the_trace_replay() {
             (
                 balancer::LoadKind::Work,
                 SimLoad::Work {
-                    query_bytes: cache_sim::queueing::config::DEFAULT_WORK_QUERY_BYTES,
+                    query_bytes: balancer::load::DEFAULT_WORK_QUERY_BYTES,
                 },
             ),
         ] {

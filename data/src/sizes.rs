@@ -1,5 +1,5 @@
 //! Postings-list sizes: the model that turns word frequencies into bytes, the frequency
-//! table it reads, and the `(term, bytes)` size table in Parquet.
+//! table it uses, and the `(term, bytes)` size table in Parquet.
 //!
 //! Model (DESIGN.md): a term with per-token frequency `f` appears in
 //! `df = ceil(N · (1 − exp(−f · L)))` of `N` documents of `L` tokens (the chance that a
@@ -7,13 +7,12 @@
 //! `16 + df` bytes (a header plus about a byte per compressed doc id). Terms absent from the
 //! frequency table get `df = 5`. Defaults: `N = 10,000,000`, `L = 300`.
 //!
-//! The frequency table is a TSV (`word<TAB>frequency_per_token`, header optional,
-//! gzip-transparent), like `wordfreq-large-en.tsv.gz`. Bad lines are errors naming the file
-//! and line: sizes silently computed from half a table would make every number wrong.
+//! A [`FreqTable`] is built from `(word, frequency)` pairs ([`FreqTable::from_pairs`]): the
+//! synthetic generator makes its own, and the frequency file users pass
+//! (`word<TAB>frequency_per_token`, gzip-transparent, like `wordfreq-large-en.tsv.gz`) is read
+//! by `querylog::freq`, next to the other readers of text files.
 
-use std::collections::hash_map::Entry;
 use std::fs::File;
-use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -25,8 +24,6 @@ use parquet::basic::Compression;
 use parquet::file::properties::WriterProperties;
 use rustc_hash::FxHashMap;
 
-use crate::io::{open_text, trim_newline};
-
 /// Fixed per-list overhead in bytes.
 pub const LIST_HEADER_BYTES: u64 = 16;
 /// Document frequency assumed for a term the frequency table does not know.
@@ -37,29 +34,13 @@ pub const UNKNOWN_TERM_BYTES: u64 = LIST_HEADER_BYTES + UNKNOWN_DF;
 /// Why sizes could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum SizesError {
-    /// The file could not be read (including a truncated gzip).
+    /// The file could not be read or written.
     #[error("{path}: {source}")]
     Io {
         /// The file.
         path: PathBuf,
         /// The underlying error.
         source: std::io::Error,
-    },
-    /// A line of the frequency table is malformed.
-    #[error("{path}:{line}: {detail}")]
-    Line {
-        /// The file.
-        path: PathBuf,
-        /// The 1-based line number.
-        line: u64,
-        /// What is wrong.
-        detail: String,
-    },
-    /// The frequency table has no entries.
-    #[error("{path}: frequency table has no entries")]
-    Empty {
-        /// The file.
-        path: PathBuf,
     },
     /// Parquet could not be read or written.
     #[error("{path}: {source}")]
@@ -129,64 +110,6 @@ impl FreqTable {
             freq.entry(w).or_insert(f);
         }
         FreqTable { freq }
-    }
-
-    /// Reads a `word<TAB>frequency` TSV (gzip-transparent). A first line whose second
-    /// column is not a number is taken as the header.
-    pub fn read_tsv(path: &Path) -> Result<Self, SizesError> {
-        let io_err = |source| SizesError::Io {
-            path: path.to_owned(),
-            source,
-        };
-        let mut reader = open_text(path).map_err(io_err)?;
-        let mut freq = FxHashMap::default();
-        let mut buf = Vec::with_capacity(256);
-        let mut line_no = 0u64;
-        loop {
-            buf.clear();
-            if reader.read_until(b'\n', &mut buf).map_err(io_err)? == 0 {
-                break;
-            }
-            line_no += 1;
-            let line_err = |detail: String| SizesError::Line {
-                path: path.to_owned(),
-                line: line_no,
-                detail,
-            };
-            let line = std::str::from_utf8(trim_newline(&buf))
-                .map_err(|_| line_err("invalid UTF-8".into()))?;
-            if line.is_empty() {
-                continue;
-            }
-            let mut cols = line.split('\t');
-            let (word, value) = match (cols.next(), cols.next(), cols.next()) {
-                (Some(w), Some(v), None) => (w, v),
-                _ => {
-                    return Err(line_err(format!(
-                        "expected `word<TAB>frequency`, found {line:?}"
-                    )))
-                }
-            };
-            let f: f64 = match value.trim().parse() {
-                Ok(f) => f,
-                Err(_) if line_no == 1 => continue, // header
-                Err(_) => return Err(line_err(format!("frequency {value:?} is not a number"))),
-            };
-            if !f.is_finite() || !(0.0..=1.0).contains(&f) {
-                return Err(line_err(format!(
-                    "frequency {f} is not a share of tokens in [0, 1]"
-                )));
-            }
-            if let Entry::Vacant(e) = freq.entry(word.to_owned()) {
-                e.insert(f);
-            }
-        }
-        if freq.is_empty() {
-            return Err(SizesError::Empty {
-                path: path.to_owned(),
-            });
-        }
-        Ok(FreqTable { freq })
     }
 
     /// Frequency of `word`, if known.
@@ -360,7 +283,6 @@ impl Sizes {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Write;
 
     #[test]
     fn model_matches_the_design_formula() {
@@ -375,33 +297,6 @@ mod tests {
         assert_eq!(m.bytes(None), 21);
         // A tiny positive frequency still yields a document.
         assert_eq!(m.df(Some(1e-15)), 1);
-    }
-
-    #[test]
-    fn freq_tsv_reads_header_and_rejects_bad_lines() {
-        let dir = tempfile::tempdir().unwrap();
-        let good = dir.path().join("f.tsv");
-        std::fs::write(
-            &good,
-            "word\tfrequency_per_token\nthe\t5.37e-02\nzebra\t1e-6\n",
-        )
-        .unwrap();
-        let t = FreqTable::read_tsv(&good).unwrap();
-        assert_eq!(t.len(), 2);
-        assert_eq!(t.get("zebra"), Some(1e-6));
-
-        let bad = dir.path().join("bad.tsv");
-        let mut f = File::create(&bad).unwrap();
-        writeln!(f, "word\tfrequency_per_token\nthe\t0.05\nzebra\tlots").unwrap();
-        let err = FreqTable::read_tsv(&bad).unwrap_err().to_string();
-        assert!(err.contains("bad.tsv:3"), "{err}");
-
-        let empty = dir.path().join("empty.tsv");
-        std::fs::write(&empty, "word\tfrequency_per_token\n").unwrap();
-        assert!(FreqTable::read_tsv(&empty)
-            .unwrap_err()
-            .to_string()
-            .contains("no entries"));
     }
 
     #[test]

@@ -8,11 +8,11 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use balancer::policy::PolicyParams;
-use cache_sim::eviction::EvictionKind;
 use cache_sim::sim::{SimConfig, SimLoad, Trace};
 use data::hash::{mix64, term_hash};
 use data::sizes::Sizes;
 use data::table::VotingTable;
+use eviction::EvictionKind;
 use std::sync::{Arc, Mutex};
 
 use rayon::prelude::*;
@@ -77,7 +77,7 @@ impl TrainConfig {
             cache_frac,
             capacity_bytes,
             eviction: EvictionKind::Lru,
-            eps: 0.05,
+            eps: balancer::policy::DEFAULT_EPS,
             window: cache_sim::sim::replay::DEFAULT_WINDOW,
             load: SimLoad::Queries,
             homes: balancer::policy::DEFAULT_HOMES,

@@ -8,14 +8,19 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use data::log::{
-    parse_columns, read_log_compact, read_partitions_compact, LayoutSpec, QueryColumn, ReadOptions,
-    RowsHook, TimeRange, Times,
-};
 use data::sizes::{FreqTable, SizeModel, SizeTable, Sizes};
 use data::split::{Split, SplitOrder};
 use data::synth::{generate, SynthConfig};
-use data::time::parse_datetime_ms;
+use querylog::time::parse_datetime_ms;
+use querylog::{
+    parse_columns, read_log_compact, read_partitions_compact, LayoutSpec, QueryColumn, ReadOptions,
+    RowsHook, TimeRange, Times,
+};
+
+/// `2006-03-01` for a day's midnight in unix ms (UTC).
+pub fn day_label(ms: i64) -> String {
+    querylog::format_timestamp(ms)[..10].to_owned()
+}
 
 /// Fails unless `value` (of the flag `flag`, e.g. `--cache-frac`) is in (0, 1].
 pub fn check_fraction(flag: &str, value: f64) -> Result<()> {
@@ -50,8 +55,9 @@ pub struct LayoutArgs {
     #[arg(long, value_name = "NAME|N")]
     pub user_column: Option<String>,
     /// How times are written: iso (YYYY-MM-DD HH:MM:SS), epoch-s, epoch-ms, or a strftime
-    /// pattern such as '%d/%b/%Y:%H:%M:%S %z'. Default: the format the first values are
-    /// in (iso if none fits); the presets set their own.
+    /// pattern such as '%d/%b/%Y:%H:%M:%S %z'. Default: the presets set their own; else
+    /// iso, epoch-s (9-10 digits) or epoch-ms (13 digits) when the first values are, and
+    /// any other time is an error asking for this flag.
     #[arg(long, value_name = "FORMAT")]
     pub time_format: Option<String>,
 }
@@ -82,7 +88,7 @@ impl LayoutArgs {
     }
 }
 
-fn parse_ref(value: &Option<String>, flag: &str) -> Result<Option<data::log::ColumnRef>> {
+fn parse_ref(value: &Option<String>, flag: &str) -> Result<Option<querylog::ColumnRef>> {
     value
         .as_deref()
         .map(str::parse)
@@ -193,7 +199,7 @@ impl LogArgs {
     /// Reads the log file, or generates the embedded default; prints the layout and the
     /// first two queries to stderr as soon as they are known.
     pub fn load(&self) -> Result<Dataset> {
-        let rows = data::log::RowsHook::new(|n| eprintln!("reading log: {n} rows read"));
+        let rows = querylog::RowsHook::new(|n| eprintln!("reading log: {n} rows read"));
         self.load_printing(&|line| eprintln!("{line}"), rows)
     }
 
@@ -211,7 +217,7 @@ impl LogArgs {
                     layout: spec,
                     on_rows,
                 };
-                let mut on_start = |layout: &data::log::Layout, first: &[data::log::LogRecord]| {
+                let mut on_start = |layout: &querylog::Layout, first: &[querylog::LogRecord]| {
                     preview = layout.preview(first);
                     for line in &preview {
                         print(line);
@@ -335,7 +341,7 @@ impl SizeArgs {
                 SizeTable::read_parquet(path).context("loading --sizes")?,
             )),
             (None, Some(path), _) => Ok(Sizes::Model {
-                freq: FreqTable::read_tsv(path).context("loading --freq")?,
+                freq: querylog::freq::read_freq_tsv(path).context("loading --freq")?,
                 model,
             }),
             (None, None, Some(freq)) => Ok(Sizes::Model {

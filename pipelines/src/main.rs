@@ -6,14 +6,35 @@
 //! command lines, so the demo needs no binary besides this one.
 
 mod chart;
+mod client;
 mod cmd;
 mod engine;
-mod http;
 mod inputs;
+mod json;
 mod progress;
 mod routing_args;
 
 use std::process::ExitCode;
+
+/// The allocator of the batch jobs and of the servers `ballot replica` and `ballot
+/// balancer` run: jemalloc, as in the `replica` and `balancer` binaries.
+#[global_allocator]
+static ALLOC: serving::alloc::Jemalloc = serving::alloc::Jemalloc;
+
+/// jemalloc's options for the batch jobs: the balancer's (freed pages returned within about
+/// a second). `ballot replica` re-executes itself with the replica's ([`server_allocator`]).
+#[export_name = "_rjem_malloc_conf"]
+static MALLOC_CONF: serving::alloc::MallocConf =
+    serving::alloc::MallocConf::new(serving::alloc::BALANCER_CONF);
+
+/// Gives a server command the allocator options its own binary is built with: jemalloc reads
+/// them before `main`, so `ballot replica` re-executes itself with the replica's options in
+/// the environment (followed by any an operator set there).
+fn server_allocator(conf: &'static std::ffi::CStr) {
+    if let Err(e) = serving::alloc::reexec_with_conf(conf) {
+        eprintln!("warning: cannot re-execute with the server's allocator options: {e}");
+    }
+}
 
 use clap::{Parser, Subcommand};
 
@@ -40,7 +61,7 @@ enum Command {
     Stats(cmd::data_cmds::StatsArgs),
     /// Simulate every routing policy's cache misses and load balance on a log (or, with
     /// --switch-table, a live switch between two voting tables).
-    Eval(cmd::eval::EvalCli),
+    Eval(EvalCli),
     /// Learn a voting table from a log (term-query graph, METIS, refinement by simulation).
     Train(cmd::train::TrainArgs),
     /// Count each distinct query of a Parquet log with an engine (embedded DataFusion or a
@@ -90,6 +111,27 @@ impl ClusterCli {
     }
 }
 
+/// `ballot eval` as parsed: the grid of policies (`cmd::eval`), or (with `--switch-table`)
+/// the simulation of a live table switch (`cmd::switch`), which shares every other option.
+#[derive(clap::Args, Debug)]
+struct EvalCli {
+    #[command(flatten)]
+    eval: cmd::eval::EvalArgs,
+    #[command(flatten)]
+    switch: cmd::switch::SwitchArgs,
+}
+
+impl EvalCli {
+    /// Runs `ballot eval` in the mode its arguments ask for.
+    fn run(&self) -> anyhow::Result<()> {
+        if self.switch.switch_table.is_some() {
+            cmd::switch::run(&self.eval, &self.switch)
+        } else {
+            cmd::eval::run(&self.eval).map(|_| ())
+        }
+    }
+}
+
 /// Arguments handed unchanged to another command line.
 #[derive(clap::Args, Debug)]
 struct PassThrough {
@@ -108,15 +150,21 @@ impl PassThrough {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // A corrupt Parquet input (log or table) is reported as an error naming the file; the
+    // decoder panic behind it need not print too (process-wide: data::parquet_guard).
+    data::parquet_guard::quiet_decoder_panics();
     let result = match &cli.command {
-        Command::Replica(a) => return replica::cli::main_from(a.argv("ballot replica")),
+        Command::Replica(a) => {
+            server_allocator(serving::alloc::REPLICA_CONF);
+            return replica::cli::main_from(a.argv("ballot replica"));
+        }
         Command::Balancer(a) => balancer_server::cli::main_from(a.argv("ballot balancer")),
         Command::Ingest(a) => cmd::data_cmds::ingest(a),
         Command::Gen(a) => cmd::data_cmds::gen(a),
         Command::Sizes(a) => cmd::data_cmds::sizes(a),
         Command::BuildIndex(a) => cmd::build_index::run(a),
         Command::Stats(a) => cmd::data_cmds::stats(a),
-        Command::Eval(a) => cmd::eval::run_cli(a),
+        Command::Eval(a) => a.run(),
         Command::Demo(a) => cmd::demo::run(a),
         Command::Train(a) => cmd::train::run(a),
         Command::Grid(a) => cmd::grid::run(a),

@@ -44,10 +44,10 @@ impl Stage {
     }
 
     /// A hook that shows the rows a log reader has read on the spinner (or, without a
-    /// terminal, as a line every [`data::log::ROWS_PER_REPORT`] rows).
-    pub fn rows_hook(&self) -> data::log::RowsHook {
+    /// terminal, as a line every [`querylog::ROWS_PER_REPORT`] rows).
+    pub fn rows_hook(&self) -> querylog::RowsHook {
         let (bar, name) = (self.bar.clone(), self.name.clone());
-        data::log::RowsHook::new(move |rows| {
+        querylog::RowsHook::new(move |rows| {
             let text = format!("{name}: {rows} rows read");
             if bar.is_hidden() {
                 eprintln!("{text}");

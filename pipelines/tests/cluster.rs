@@ -18,10 +18,10 @@ use std::time::Duration;
 use arrow_array::cast::AsArray;
 use arrow_array::types::Int64Type;
 use common::{assert_clean_failure, assert_exit, ballot, partitioned_log, stderr, stdout};
-use data::log::{read_log, ReadOptions};
 use data::table::VotingTable;
 use e2e::{start_listening, Running};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use querylog::{read_log, ReadOptions};
 
 const LIMIT: Duration = Duration::from_secs(60);
 

@@ -158,6 +158,10 @@ fn eval_standard(log: &Path, freq: &Path, extra: &[&str]) -> Value {
 }
 
 #[test]
+#[cfg_attr(
+    not(ballot_data),
+    ignore = "needs the real logs: run with BALLOT_DATA=../shared/data (docs/testing.md)"
+)]
 fn standard_evaluation_orders_the_policies() {
     let Some((log, freq)) = standard_data() else {
         return;
@@ -183,6 +187,10 @@ fn standard_evaluation_orders_the_policies() {
 /// standard evaluation's log it reads at least 15% fewer flash bytes than LRU under every
 /// untrained routing policy (measured: 20-25% fewer, docs/results.md "SIEVE caches").
 #[test]
+#[cfg_attr(
+    not(ballot_data),
+    ignore = "needs the real logs: run with BALLOT_DATA=../shared/data (docs/testing.md)"
+)]
 fn sieve_caches_read_fewer_flash_bytes_than_lru_under_every_policy() {
     let Some((log, freq)) = standard_data() else {
         return;
@@ -208,6 +216,10 @@ fn sieve_caches_read_fewer_flash_bytes_than_lru_under_every_policy() {
 }
 
 #[test]
+#[cfg_attr(
+    not(ballot_data),
+    ignore = "needs the real logs: run with BALLOT_DATA=../shared/data (docs/testing.md)"
+)]
 fn learned_tables_lead_every_balanced_policy_on_the_grid() {
     let Some((log, freq)) = standard_data() else {
         return;
@@ -263,6 +275,10 @@ fn learned_tables_lead_every_balanced_policy_on_the_grid() {
 }
 
 #[test]
+#[cfg_attr(
+    not(ballot_data),
+    ignore = "needs the real logs: run with BALLOT_DATA=../shared/data (docs/testing.md)"
+)]
 fn a_table_trained_on_the_past_leads_on_the_future() {
     let Some(log) = real_data("aol-2006-top1000users-timeordered.tsv.gz") else {
         eprintln!("BALLOT_DATA is unset: skipping the time split");
@@ -329,6 +345,10 @@ fn train_and_score(log: &Path, freq: &Path, dir: &Path, name: &str, extra: &[&st
 }
 
 #[test]
+#[cfg_attr(
+    not(ballot_data),
+    ignore = "needs the real logs: run with BALLOT_DATA=../shared/data (docs/testing.md)"
+)]
 fn a_sampled_refinement_matches_the_full_one() {
     let Some((log, freq)) = standard_data() else {
         return;

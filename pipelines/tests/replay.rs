@@ -1,17 +1,15 @@
-//! `ballot replay` against a tiny loopback HTTP/1.1 server written here (std::net, one
-//! thread per connection, keep-alive): `/search` answers a small JSON (or a status the test
-//! chooses) and `/stats` serves counters the test controls. Each test is bounded to seconds.
+//! `ballot replay` against a fake replica (`e2e::Backend`, keep-alive HTTP/1.1):
+//! `/search` answers a small JSON (or a status the test chooses) and `/stats` serves
+//! counters the test controls. Each test is bounded to seconds.
 
 mod common;
 
-use std::io::{BufRead, BufReader, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::{ballot, read_json, stderr, stdout};
+use e2e::{wait_until, Backend, Reply};
 use serde_json::Value;
 
 /// What the fake replica does.
@@ -24,7 +22,8 @@ struct Behavior {
     miss_bytes: u64,
     /// Counters before the first search.
     base: u64,
-    /// Delay of each search answer.
+    /// Service time of each search: the subject where it is set (a replica slower than
+    /// the offered rate), not an order between requests.
     delay: Duration,
 }
 
@@ -40,92 +39,17 @@ impl Default for Behavior {
     }
 }
 
-struct Server {
-    url: String,
-    /// Connections accepted.
-    connections: Arc<AtomicU64>,
-    searches: Arc<AtomicU64>,
-    paths: Arc<Mutex<Vec<String>>>,
-    stop: Arc<AtomicBool>,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-    }
-}
-
-fn serve(b: Behavior) -> Server {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let searches = Arc::new(AtomicU64::new(0));
-    let connections = Arc::new(AtomicU64::new(0));
-    let paths = Arc::new(Mutex::new(Vec::new()));
-    let stop = Arc::new(AtomicBool::new(false));
-    let (s, p, st, c) = (
-        searches.clone(),
-        paths.clone(),
-        stop.clone(),
-        connections.clone(),
-    );
-    std::thread::spawn(move || {
-        for conn in listener.incoming() {
-            if st.load(Ordering::SeqCst) {
-                break;
-            }
-            let Ok(conn) = conn else { continue };
-            c.fetch_add(1, Ordering::SeqCst);
-            let (s, p) = (s.clone(), p.clone());
-            std::thread::spawn(move || handle(conn, b, &s, &p));
-        }
-    });
-    Server {
-        url,
-        connections,
-        searches,
-        paths,
-        stop,
-    }
-}
-
-fn handle(conn: TcpStream, b: Behavior, searches: &AtomicU64, paths: &Mutex<Vec<String>>) {
-    let _ = conn.set_nodelay(true);
-    let mut reader = BufReader::new(conn.try_clone().unwrap());
-    let mut out = conn;
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line).unwrap_or(0) == 0 {
-            return;
-        }
-        // Skip the headers (GET has no body).
-        loop {
-            let mut h = String::new();
-            if reader.read_line(&mut h).unwrap_or(0) == 0 {
-                return;
-            }
-            if h == "\r\n" || h == "\n" {
-                break;
-            }
-        }
-        let path = line.split(' ').nth(1).unwrap_or("").to_owned();
-        let (status, body) = if path.starts_with("/search") {
-            let n = searches.fetch_add(1, Ordering::SeqCst) + 1;
-            {
-                let mut p = paths.lock().unwrap();
-                if p.len() < 1000 {
-                    p.push(path.clone());
-                }
-            }
-            if !b.delay.is_zero() {
-                std::thread::sleep(b.delay);
-            }
-            if b.fail_every > 0 && n.is_multiple_of(b.fail_every) {
-                (503, r#"{"error":"overloaded"}"#.to_owned())
+/// A fake replica behaving as `b`.
+fn serve(b: Behavior) -> Backend {
+    let backend = Backend::with_handler("fake", move |r| {
+        if r.is_search() {
+            if b.fail_every > 0 && r.searches.is_multiple_of(b.fail_every) {
+                Reply::Json(503, r#"{"error":"overloaded"}"#.to_owned())
             } else {
-                (200, r#"{"doc_ids":[1,2,3],"total_hits":3}"#.to_owned())
+                Reply::Json(200, r#"{"doc_ids":[1,2,3],"total_hits":3}"#.to_owned())
             }
-        } else if path.starts_with("/stats") {
-            let n = searches.load(Ordering::SeqCst);
+        } else if r.path() == "/stats" {
+            let n = r.searches;
             let body = serde_json::json!({
                 "queries": b.base + n,
                 "lookups": b.base + 2 * n,
@@ -139,18 +63,13 @@ fn handle(conn: TcpStream, b: Behavior, searches: &AtomicU64, paths: &Mutex<Vec<
                 "errors": 0,
                 "replica": "fake",
             });
-            (200, body.to_string())
+            Reply::Json(200, body.to_string())
         } else {
-            (404, r#"{"error":"not found"}"#.to_owned())
-        };
-        let resp = format!(
-            "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-            body.len()
-        );
-        if out.write_all(resp.as_bytes()).is_err() {
-            return;
+            Reply::Json(404, r#"{"error":"not found"}"#.to_owned())
         }
-    }
+    });
+    backend.set_delay(b.delay);
+    backend
 }
 
 /// Small synthetic log, so generating it costs little (its test part has 4,000 queries).
@@ -190,8 +109,8 @@ fn ok_run(target: &str, flags: &str) -> Value {
 #[test]
 fn closed_loop_counts_match_the_server() {
     let srv = serve(Behavior::default());
-    let doc = ok_run(&srv.url, "--concurrency 4 --queries 500");
-    assert_eq!(srv.searches.load(Ordering::SeqCst), 500);
+    let doc = ok_run(&srv.url(), "--concurrency 4 --queries 500");
+    assert_eq!(srv.received(), 500);
     assert_eq!(doc["sent"], 500);
     assert_eq!(doc["ok"], 500);
     assert_eq!(doc["error_total"], 0);
@@ -207,7 +126,7 @@ fn closed_loop_counts_match_the_server() {
     assert!(0.0 < p50 && p50 <= p99 && p99 <= max, "{lat}");
     assert!(doc["throughput_qps"].as_f64().unwrap() > 0.0);
     // Every query is percent-encoded: no raw space or reserved byte in the request target.
-    for p in srv.paths.lock().unwrap().iter() {
+    for p in srv.paths().iter() {
         let q = p
             .strip_prefix("/search?q=")
             .and_then(|r| r.strip_suffix("&k=10"))
@@ -225,8 +144,8 @@ fn closed_loop_counts_match_the_server() {
 fn open_loop_keeps_the_rate() {
     let srv = serve(Behavior::default());
     let started = Instant::now();
-    let doc = ok_run(&srv.url, "--rate 2000 --duration 1s");
-    let seen = srv.searches.load(Ordering::SeqCst) as f64;
+    let doc = ok_run(&srv.url(), "--rate 2000 --duration 1s");
+    let seen = srv.received() as f64;
     assert!((1700.0..=2300.0).contains(&seen), "server saw {seen}");
     assert_eq!(doc["sent"].as_f64().unwrap(), seen);
     assert_eq!(doc["ok"].as_f64().unwrap(), seen);
@@ -246,15 +165,15 @@ fn open_loop_over_fixed_connections_keeps_the_rate_on_that_many_connections() {
         delay: Duration::from_millis(20),
         ..Behavior::default()
     });
-    let doc = ok_run(&srv.url, "--rate 100 --duration 1s --connections 4");
+    let doc = ok_run(&srv.url(), "--rate 100 --duration 1s --connections 4");
     assert_eq!(doc["ok"], 100);
     assert_eq!(doc["config"]["connections"], 4);
     // The reachability check opens one connection of its own.
-    let opened = srv.connections.load(Ordering::SeqCst);
+    let opened = srv.connections();
     assert!((4..=5).contains(&opened), "{opened} connections");
-    let doc = ok_run(&srv.url, "--rate 400 --duration 1s --connections 4");
+    let doc = ok_run(&srv.url(), "--rate 400 --duration 1s --connections 4");
     assert_eq!(doc["ok"], 400);
-    let opened = srv.connections.load(Ordering::SeqCst) - opened;
+    let opened = srv.connections() - opened;
     assert!((4..=5).contains(&opened), "{opened} connections");
     let p50 = doc["latency_ms"]["p50"].as_f64().unwrap();
     let service_p50 = doc["service_latency_ms"]["p50"].as_f64().unwrap();
@@ -262,7 +181,7 @@ fn open_loop_over_fixed_connections_keeps_the_rate_on_that_many_connections() {
         p50 > service_p50 + 5.0,
         "waiting for a connection counts: p50 {p50} ms from the intended send, {service_p50} ms from the actual one"
     );
-    let (out, _) = replay(&srv.url, "--connections 4");
+    let (out, _) = replay(&srv.url(), "--connections 4");
     assert!(
         !out.status.success() && stderr(&out).contains("--rate"),
         "{}",
@@ -276,7 +195,7 @@ fn http_errors_are_counted_by_status() {
         fail_every: 5,
         ..Behavior::default()
     });
-    let doc = ok_run(&srv.url, "--concurrency 2 --queries 200");
+    let doc = ok_run(&srv.url(), "--concurrency 2 --queries 200");
     assert_eq!(doc["errors"]["http_503"], 40);
     assert_eq!(doc["error_total"], 40);
     assert_eq!(doc["ok"], 160);
@@ -290,7 +209,7 @@ fn intervals_and_failure_seconds_add_up_to_the_totals() {
         ..Behavior::default()
     });
     // Open loop, 2.5 s in intervals of 1 s: three intervals, the last one half full.
-    let doc = ok_run(&srv.url, "--rate 400 --duration 2500ms --interval 1s");
+    let doc = ok_run(&srv.url(), "--rate 400 --duration 2500ms --interval 1s");
     let rows = doc["intervals"].as_array().expect("intervals");
     assert_eq!(rows.len(), 3, "{rows:?}");
     let sum = |key: &str| rows.iter().map(|r| r[key].as_u64().unwrap()).sum::<u64>();
@@ -317,7 +236,7 @@ fn intervals_and_failure_seconds_add_up_to_the_totals() {
     assert!(doc["started_unix_ms"].as_u64().unwrap() > 1_700_000_000_000);
 
     // Closed loop: the intervals add up too; without --interval there are none.
-    let doc = ok_run(&srv.url, "--concurrency 2 --queries 200 --interval 1m");
+    let doc = ok_run(&srv.url(), "--concurrency 2 --queries 200 --interval 1m");
     let rows = doc["intervals"].as_array().expect("intervals");
     assert_eq!(rows.len(), 1);
     assert_eq!(
@@ -325,7 +244,7 @@ fn intervals_and_failure_seconds_add_up_to_the_totals() {
         (Some(200), Some(150))
     );
     assert_eq!(rows[0]["errors"]["http_503"], 50);
-    let doc = ok_run(&srv.url, "--queries 10");
+    let doc = ok_run(&srv.url(), "--queries 10");
     assert!(doc["intervals"].is_null());
 }
 
@@ -341,9 +260,9 @@ fn stats_deltas_give_the_miss_bytes_ratio() {
         miss_bytes: 0,
         ..Behavior::default()
     });
-    let from = format!("{},{}", a.url, b.url);
+    let from = format!("{},{}", a.url(), b.url());
     let (out, doc) = replay(
-        &a.url,
+        &a.url(),
         &format!("--concurrency 3 --queries 300 --stats-from {from}"),
     );
     assert!(out.status.success(), "{}", stderr(&out));
@@ -385,16 +304,17 @@ fn unreachable_target_fails_fast() {
 #[test]
 fn bad_arguments_are_clear_errors() {
     let srv = serve(Behavior::default());
+    let url = srv.url();
     for (target, flags, needle) in [
         ("localhost:80", "", "--target"),
         ("https://x:1", "", "only http://"),
-        (&srv.url, "--rate 0", "--rate"),
-        (&srv.url, "--rate fast", "--rate"),
-        (&srv.url, "--rate -5", "--rate"),
-        (&srv.url, "--concurrency 0", "--concurrency"),
-        (&srv.url, "--duration soon", "--duration"),
-        (&srv.url, "--stats-from nope", "--stats-from"),
-        (&srv.url, "--interval 0s", "--interval"),
+        (&url, "--rate 0", "--rate"),
+        (&url, "--rate fast", "--rate"),
+        (&url, "--rate -5", "--rate"),
+        (&url, "--concurrency 0", "--concurrency"),
+        (&url, "--duration soon", "--duration"),
+        (&url, "--stats-from nope", "--stats-from"),
+        (&url, "--interval 0s", "--interval"),
     ] {
         let (out, _) = replay(target, flags);
         let err = stderr(&out);
@@ -403,7 +323,7 @@ fn bad_arguments_are_clear_errors() {
         assert!(err.contains(needle), "{args}: {err}");
         assert!(!err.contains("panicked"), "{args}: {err}");
     }
-    assert_eq!(srv.searches.load(Ordering::SeqCst), 0);
+    assert_eq!(srv.received(), 0);
 }
 
 #[test]
@@ -416,7 +336,7 @@ fn ctrl_c_stops_and_still_reports() {
     let json = dir.path().join("out.json");
     let (out_path, err_path) = (dir.path().join("stdout"), dir.path().join("stderr"));
     let child = Command::new(env!("CARGO_BIN_EXE_ballot"))
-        .args(["replay", SMALL[0], SMALL[1], "--target", &srv.url])
+        .args(["replay", SMALL[0], SMALL[1], "--target", &srv.url()])
         .args(["--concurrency", "4", "--json"])
         .arg(&json)
         .stdin(Stdio::null())
@@ -425,20 +345,14 @@ fn ctrl_c_stops_and_still_reports() {
         .spawn()
         .unwrap();
     let mut child = e2e::Running::new(child, "ballot replay");
-    // Wait until requests flow (with a deadline, and failing if the replay already ended),
-    // then interrupt.
-    let t0 = Instant::now();
-    while srv.searches.load(Ordering::SeqCst) < 20 {
+    // The signal: requests flow (failing if the replay already ended); then interrupt.
+    wait_until(Duration::from_secs(60), "20 searches", || {
         assert!(
             child.try_wait().is_none(),
             "the replay ended before 20 searches"
         );
-        assert!(
-            t0.elapsed() < Duration::from_secs(60),
-            "no 20 searches within 60 s"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+        srv.received() >= 20
+    });
     child.signal(libc::SIGINT);
     let status = child.wait_within(Duration::from_secs(60));
     let read = |p: &std::path::Path| std::fs::read_to_string(p).unwrap_or_default();

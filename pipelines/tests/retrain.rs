@@ -21,10 +21,10 @@ use std::time::Duration;
 
 use common::{assert_clean_failure, ballot, num, partitioned_log, read_json, stderr, stdout};
 use data::hash::term_hash;
-use data::log::{read_log, ReadOptions};
 use data::table::{TableRow, VotingTable};
 use data::tokenizer::Tokens;
 use e2e::{http_get, start_listening, Running};
+use querylog::{read_log, ReadOptions};
 
 const REPLICAS: u16 = 4;
 const TOKEN: &str = "retrain-test-token";
@@ -105,18 +105,11 @@ fn start_balancer(dir: &Path, name: &str, table: &Path) -> Balancer {
 
 /// The body of an authenticated `GET path` on a balancer's admin address.
 fn admin_get(admin: &str, path: &str) -> Vec<u8> {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(admin).unwrap();
-    s.set_read_timeout(Some(LIMIT)).unwrap();
-    write!(
-        s,
-        "GET {path} HTTP/1.0\r\nAuthorization: Bearer {TOKEN}\r\n\r\n"
-    )
-    .unwrap();
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw).unwrap();
-    let end = raw.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
-    raw.split_off(end + 4)
+    let auth = format!("Bearer {TOKEN}");
+    let addr = admin.parse().expect("an admin address");
+    let r = e2e::http::request(addr, "GET", path, &[("Authorization", &auth)], b"");
+    assert_eq!(r.status, 200, "GET {path}: {}", r.text());
+    r.body
 }
 
 /// The balancer's `/admin/table` JSON.
@@ -217,10 +210,29 @@ fn retrain_promotes_a_better_table_to_every_balancer_and_refuses_a_worse_one() {
         serde_json::json!(["2006-03-01", "2006-03-02", "2006-03-03"])
     );
     let (new, cur) = (&rec["new"], &rec["current"]);
+    // The deciding figure: the busiest replica's flash bytes per query, 1% lower at least;
+    // the guard on all replicas' flash bytes per query; and the parts won.
+    assert_eq!(rec["deciding"], "busiest_flash_bytes_per_query", "{rec}");
     assert!(
-        num(new, "miss_bytes_ratio") <= num(cur, "miss_bytes_ratio") * 0.99,
+        num(new, "busiest_flash_bytes_per_query")
+            <= num(cur, "busiest_flash_bytes_per_query") * 0.99,
         "{rec}"
     );
+    assert!(
+        num(new, "flash_bytes_per_query") <= num(cur, "flash_bytes_per_query") * 1.05,
+        "{rec}"
+    );
+    assert!(
+        num(&rec, "part_wins") >= num(&rec, "part_wins_needed"),
+        "{rec}"
+    );
+    // 15,000 test queries one second apart fill the first 5 of the day's 24 hours.
+    assert_eq!(rec["parts"], 5, "{rec}");
+    assert!(
+        rec["parts_by"].as_str().unwrap().starts_with("time"),
+        "{rec}"
+    );
+    assert_eq!(rec["by_part"].as_array().unwrap().len(), 24);
     assert!(cur["source"]
         .as_str()
         .unwrap()
@@ -254,20 +266,28 @@ fn retrain_promotes_a_better_table_to_every_balancer_and_refuses_a_worse_one() {
         "refusing is a success: {}",
         stderr(&run)
     );
-    assert!(stdout(&run).starts_with("refuse: "), "{}", stdout(&run));
+    let out = stdout(&run);
+    assert!(out.contains("\nrefuse: "), "{out}");
+    assert!(out.starts_with("served: busiest replica "), "{out}");
     let rec = read_json(&d.join("refuse.json"));
     assert_eq!(rec["decision"], "refused", "{rec}");
     assert_eq!(rec["eviction"], "lru");
     assert_eq!(rec["train_days"], serde_json::json!(["2006-03-03"]));
     assert_eq!(rec["current_version"], 2);
     let (new, cur) = (&rec["new"], &rec["current"]);
-    let not_better = num(new, "miss_bytes_ratio") > num(cur, "miss_bytes_ratio") * 0.99
-        || num(new, "flash_share_max") > num(cur, "flash_share_max") + 0.01;
-    assert!(not_better, "refused without reason: {rec}");
+    // The figure the record names as deciding is the one that fails its margin.
+    let figure = rec["deciding"].as_str().unwrap();
+    let failed = match figure {
+        "busiest_flash_bytes_per_query" => num(new, figure) > num(cur, figure) * 0.99,
+        "flash_bytes_per_query" => num(new, figure) > num(cur, figure) * 1.05,
+        "part_wins" => num(&rec, "part_wins") < num(&rec, "part_wins_needed"),
+        other => panic!("unknown deciding figure {other}: {rec}"),
+    };
+    assert!(failed, "refused without reason: {rec}");
     assert!(rec["reason"]
         .as_str()
         .unwrap()
-        .contains(&format!("{:.4}", num(new, "miss_bytes_ratio"))));
+        .contains(&format!("{:.0}", num(new, "busiest_flash_bytes_per_query"))));
     assert_eq!(rec["pushes"], serde_json::json!([]));
     for bal in [&a, &b] {
         assert_eq!(table_state(&bal.admin)["version"], 2);
@@ -347,15 +367,15 @@ fn ingest_partitions_a_flat_log_by_day() {
     // Every record is in one of the days, in order.
     let flat = read_log(&d.join("flat.parquet"), &ReadOptions::default()).unwrap();
     let mut back = Vec::new();
-    for f in data::log::list_partitions(&lake).unwrap() {
+    for f in querylog::list_partitions(&lake).unwrap() {
         let day = f.values[0].1.clone();
         for r in read_log(&f.path, &ReadOptions::default()).unwrap().records {
-            assert_eq!(data::log::format_timestamp(r.ts.unwrap())[..10], day);
+            assert_eq!(querylog::format_timestamp(r.ts.unwrap())[..10], day);
             back.push(r);
         }
     }
     assert_eq!(back, flat.records);
-    assert_eq!(days, data::log::list_partitions(&lake).unwrap().len());
+    assert_eq!(days, querylog::list_partitions(&lake).unwrap().len());
 
     let untimed = d.join("untimed.txt");
     std::fs::write(&untimed, "query one\nquery two\n").unwrap();

@@ -116,6 +116,6 @@ fn the_demo_phases_from_the_command_line() {
     assert_eq!(r["latency"]["sent"], 300);
     assert_eq!(doc["config"]["simulator"]["balancer"]["load"], "in-flight");
     // 32 clients over 8 replicas by requests in flight: the cap sits near the mean, so
-    // ch-bl overflows often (the live system measured 30–45%).
+    // ch-bl overflows often.
     assert!(r["saturation"]["overflow_share"].as_f64().unwrap() > 0.1);
 }

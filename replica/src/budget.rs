@@ -27,11 +27,9 @@ use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// Default budget: 256 MiB. Reservations are conservative (hits count in full although the
-/// cache holds them too), so the budget should cover several large queries at once: on the
-/// synthetic default index (`ballot build-index`, N = 10M) the largest query of the default
-/// log reserves 63.5 MB, and 8–16 closed-loop connections with a 200 MB cache reserved up to
-/// 154–243 MB at peak (resident memory then stayed below 200 MB). With 64 MiB the same runs
-/// shed about 0.3% of queries.
+/// cache holds them too), so the budget should cover several large queries at once: the
+/// largest queries of the synthetic default log on its N = 10M index reserve tens of MB
+/// each (`replica_inflight_bytes_peak` shows what a deployment reaches).
 pub const DEFAULT_INFLIGHT_BYTES: u64 = 256 << 20;
 
 /// Default longest wait for the budget: 100 ms.

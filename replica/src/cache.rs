@@ -1,6 +1,6 @@
-//! The replica's RAM cache of postings lists: a byte-capacity eviction policy from
-//! `cache_sim` (the same code the simulator replays, so `ballot eval`'s hit counts are the
-//! replica's), made safe for concurrent requests, with single-flight misses.
+//! The replica's RAM cache of postings lists: a byte-capacity eviction policy of the
+//! `eviction` crate (the same code the simulator replays, so `ballot eval`'s hit counts
+//! are the replica's), made safe for concurrent requests, with single-flight misses.
 //!
 //! Design (after the request-coalescing caches of groupcache and foyer): one `RwLock` guards
 //! the policy, the map `term id → list` of exactly the keys the policy holds, and the table
@@ -30,7 +30,7 @@
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use cache_sim::eviction::{new_cache, Cache, EvictionKind, SharedGet};
+use eviction::{new_cache, Cache, EvictionKind, SharedGet};
 use rustc_hash::FxHashMap;
 
 use crate::postings::Postings;

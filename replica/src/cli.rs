@@ -23,8 +23,8 @@ use crate::metrics::LATENCY_BUCKETS;
 use crate::query::Engine;
 use crate::store::{FlashStore, StoreOptions};
 use anyhow::{bail, Context, Result};
-use cache_sim::eviction::EvictionKind;
 use clap::Parser;
+use eviction::EvictionKind;
 use metrics_exporter_prometheus::PrometheusBuilder;
 
 /// Longest wait for in-flight requests after a shutdown signal.

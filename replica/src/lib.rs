@@ -18,6 +18,7 @@ pub mod metrics;
 pub mod postings;
 pub mod query;
 pub mod store;
+pub mod varint;
 
 pub use index::build::{build_index, doc_ids, BuildSummary};
 pub use index::format::IndexError;

@@ -18,7 +18,7 @@
 //! ([`crate::index::format::decode_list`]), so decoding here cannot fail; it still never
 //! panics on malformed bytes (it just ends the list).
 
-use crate::index::format::put_varint;
+use crate::varint;
 
 /// Doc ids per skip block.
 pub const SKIP_EVERY: usize = 128;
@@ -128,7 +128,7 @@ impl Postings {
         let mut prev = 0;
         for &d in ids {
             b.push(d, payload.len());
-            put_varint(&mut payload, d - prev);
+            varint::put(&mut payload, d - prev);
             prev = d;
         }
         b.finish(&payload)
@@ -217,17 +217,7 @@ impl Cursor<'_> {
                 return Some(d);
             }
         };
-        let mut v: u32 = 0;
-        let mut shift = 0;
-        loop {
-            let &b = p.get(self.pos)?;
-            self.pos += 1;
-            v |= u32::from(b & 0x7f).checked_shl(shift).unwrap_or(0);
-            if b & 0x80 == 0 {
-                break;
-            }
-            shift += 7;
-        }
+        let v = varint::read(p, &mut self.pos).ok()?;
         let doc = self.base.wrapping_add(v);
         self.base = doc;
         self.current = Some(doc);

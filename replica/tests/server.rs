@@ -1,19 +1,20 @@
 //! Integration tests of the `replica` binary over loopback HTTP: an index is built in a
-//! temporary directory with the library, the real binary is started on `127.0.0.1:0`, its
-//! port read from stdout, and a tiny HTTP/1.1 client talks to it. Every wait is bounded.
+//! temporary directory with the library, the real binary is started on `127.0.0.1:0`
+//! (`e2e::Server`: its port read from stdout, its stderr kept in a log), and e2e's HTTP/1.1
+//! client talks to it. Every wait is bounded.
 
-use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
-use cache_sim::eviction::{new_cache, EvictionKind};
-use e2e::output_within;
+use e2e::probe::proc_status_kb;
+use e2e::{output_within, wait_until, Conn, Response, LIMIT};
+use eviction::{new_cache, EvictionKind};
 use serde_json::Value;
 
-const TIMEOUT: Duration = Duration::from_secs(20);
+const REPLICA: &str = env!("CARGO_BIN_EXE_replica");
+const TIMEOUT: Duration = LIMIT;
 const DOCS: u32 = 20_000;
 
 /// A small index: 60 terms `t00..t59` of varied df, plus `common` in every other doc.
@@ -27,63 +28,41 @@ fn build(dir: &Path) -> PathBuf {
     idx
 }
 
+/// A running replica and the directory of its stderr log.
 struct Server {
-    child: Child,
-    addr: SocketAddr,
-    stdout: mpsc::Receiver<String>,
+    srv: e2e::Server,
+    _log_dir: tempfile::TempDir,
 }
 
 impl Server {
     fn start(index: &Path, extra: &[&str]) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_replica"))
-            .arg("--index")
-            .arg(index)
-            .args(["--listen", "127.0.0.1:0", "--id", "r-test"])
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn replica");
-        let out = child.stdout.take().expect("stdout");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let deadline = Instant::now() + TIMEOUT;
-        let mut seen = Vec::new();
-        let addr = loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match rx.recv_timeout(left) {
-                Ok(line) => {
-                    if let Some(a) = line.strip_prefix("listening on ") {
-                        break a.parse().expect("address");
-                    }
-                    seen.push(line);
-                }
-                Err(_) => {
-                    let _ = child.kill();
-                    panic!("replica did not print its address; stdout so far: {seen:?}");
-                }
-            }
-        };
+        let log_dir = tempfile::tempdir().unwrap();
+        let srv = e2e::Server::start(
+            Command::new(REPLICA)
+                .arg("--index")
+                .arg(index)
+                .args(["--listen", "127.0.0.1:0", "--id", "r-test"])
+                .args(extra),
+            log_dir.path().join("replica.stderr"),
+            "replica",
+        );
+        let before = srv.lines_before();
         assert!(
-            seen.iter().any(|l| l.starts_with("io mode: ")),
-            "no io mode line in {seen:?}"
+            before.iter().any(|l| l.starts_with("io mode: ")),
+            "no io mode line in {before:?}"
         );
         Server {
-            child,
-            addr,
-            stdout: rx,
+            srv,
+            _log_dir: log_dir,
         }
     }
 
+    fn addr(&self) -> SocketAddr {
+        self.srv.addr()
+    }
+
     fn get(&self, path: &str) -> (u16, String) {
-        http_get(self.addr, path)
+        http_get(self.addr(), path)
     }
 
     fn json(&self, path: &str) -> (u16, Value) {
@@ -100,54 +79,10 @@ impl Server {
     }
 }
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// One GET over a fresh connection (`Connection: close`), with timeouts.
+/// One GET over a fresh connection: the status and the (de-chunked) body.
 fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
-    let mut s = TcpStream::connect_timeout(&addr, TIMEOUT).expect("connect");
-    s.set_read_timeout(Some(TIMEOUT)).unwrap();
-    s.set_write_timeout(Some(TIMEOUT)).unwrap();
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw).expect("read response");
-    let text = String::from_utf8(raw).expect("utf-8 response");
-    let (head, body) = text.split_once("\r\n\r\n").expect("header end");
-    let status: u16 = head
-        .split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .expect("status code");
-    let chunked = head
-        .to_ascii_lowercase()
-        .contains("transfer-encoding: chunked");
-    let body = if chunked {
-        dechunk(body)
-    } else {
-        body.to_owned()
-    };
-    (status, body)
-}
-
-fn dechunk(mut body: &str) -> String {
-    let mut out = String::new();
-    while let Some((size, rest)) = body.split_once("\r\n") {
-        let n = usize::from_str_radix(size.trim(), 16).expect("chunk size");
-        if n == 0 {
-            break;
-        }
-        out.push_str(&rest[..n]);
-        body = &rest[n + 2..];
-    }
-    out
+    let r = e2e::get(addr, path);
+    (r.status, r.text())
 }
 
 fn u(v: &Value, key: &str) -> u64 {
@@ -435,37 +370,23 @@ fn overload_is_shed_and_sigterm_drains() {
             "600000",
         ],
     );
-    let addr = srv.addr;
+    let addr = srv.addr();
     let slow = std::thread::spawn(move || http_get(addr, "/search?q=t10"));
-    // Wait until the slow search is admitted.
-    let deadline = Instant::now() + TIMEOUT;
-    while u(&srv.stats(), "inflight") == 0 {
-        assert!(Instant::now() < deadline, "slow search never admitted");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    // The signal: the slow search is admitted.
+    wait_until(TIMEOUT, "the slow search admitted", || {
+        u(&srv.stats(), "inflight") > 0
+    });
     let (status, v) = srv.json("/search?q=t11");
     assert_eq!(status, 503, "{v}");
     assert!(v["error"].as_str().unwrap().contains("overloaded"), "{v}");
 
     // SIGTERM while the slow search is in flight: it still completes.
-    // SAFETY: sending a signal to our own child process.
-    let rc = unsafe { libc::kill(srv.child.id() as libc::pid_t, libc::SIGTERM) };
-    assert_eq!(rc, 0);
+    srv.srv.signal(libc::SIGTERM);
     assert_eq!(slow.join().unwrap().0, 200);
     let mut srv = srv;
-    let deadline = Instant::now() + TIMEOUT;
-    let status = loop {
-        if let Some(s) = srv.child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "replica did not exit after SIGTERM"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = srv.srv.wait_exit(TIMEOUT);
     assert!(status.success(), "{status:?}");
-    let rest: Vec<String> = srv.stdout.try_iter().collect();
+    let rest = srv.srv.lines_to_end();
     assert!(rest.iter().any(|l| l.contains("drained")), "{rest:?}");
     // New connections are refused once it is gone.
     assert!(TcpStream::connect_timeout(&addr, Duration::from_secs(1)).is_err());
@@ -485,7 +406,7 @@ fn concurrent_misses_on_one_term_read_flash_once() {
         &["--cache-bytes", "1000000", "--flash-latency-us", "1000000"],
     );
     let paths = vec!["/search?q=t20".to_owned(); 8];
-    for (status, body) in burst(srv.addr, &paths) {
+    for (status, body) in burst(srv.addr(), &paths) {
         assert_eq!(status, 200, "{body}");
     }
     let stats = srv.stats();
@@ -493,15 +414,6 @@ fn concurrent_misses_on_one_term_read_flash_once() {
     assert_eq!(u(&stats, "hits") + u(&stats, "coalesced"), 7, "{stats}");
     assert!(u(&stats, "coalesced") > 0, "{stats}");
     assert_eq!(u(&stats, "flash_bytes"), bytes);
-}
-
-/// A field of `/proc/<pid>/status` in kB (or a count, for `Threads`).
-fn proc_status(pid: u32, field: &str) -> u64 {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
-    text.lines()
-        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
 }
 
 /// Sends `paths` at once (all connections open before any request is written) and returns
@@ -514,20 +426,10 @@ fn burst(addr: SocketAddr, paths: &[String]) -> Vec<(u16, String)> {
             .map(|path| {
                 let barrier = &barrier;
                 s.spawn(move || {
-                    let mut c = TcpStream::connect_timeout(&addr, TIMEOUT).expect("connect");
-                    c.set_read_timeout(Some(TIMEOUT)).unwrap();
+                    let mut c = Conn::open(addr, TIMEOUT);
                     barrier.wait();
-                    write!(
-                        c,
-                        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-                    )
-                    .unwrap();
-                    let mut raw = Vec::new();
-                    c.read_to_end(&mut raw).expect("read response");
-                    let text = String::from_utf8(raw).expect("utf-8 response");
-                    let (head, body) = text.split_once("\r\n\r\n").expect("header end");
-                    let status = head.split(' ').nth(1).and_then(|c| c.parse().ok());
-                    (status.expect("status code"), body.to_owned())
+                    let r = c.request("GET", path, &[], b"");
+                    (r.status, r.text())
                 })
             })
             .collect();
@@ -586,9 +488,9 @@ fn inflight_budget_sheds_beyond_it_and_bounds_memory() {
             "100000",
         ],
     );
-    let pid = srv.child.id();
+    let pid = srv.srv.pid();
     assert_eq!(srv.get("/healthz").0, 200);
-    let rss_start = proc_status(pid, "VmRSS") * 1024;
+    let rss_start = proc_status_kb(pid, "VmRSS") * 1024;
 
     // 16 lists need more than the whole budget: refused at once, whatever is in flight.
     let all: Vec<String> = (0..16).map(|i| format!("b{i:02}")).collect();
@@ -618,7 +520,7 @@ fn inflight_budget_sheds_beyond_it_and_bounds_memory() {
             format!("/search?q={}&k=3", terms.join("+"))
         })
         .collect();
-    let answers = burst(srv.addr, &paths);
+    let answers = burst(srv.addr(), &paths);
     let ok = answers.iter().filter(|a| a.0 == 200).count() as u64;
     let shed: Vec<&String> = answers
         .iter()
@@ -647,7 +549,7 @@ fn inflight_budget_sheds_beyond_it_and_bounds_memory() {
     assert_eq!(u(&stats, "queries"), ok, "{stats}");
     assert!(u(&stats, "cache_bytes") <= cache);
     // Resident memory grew by at most the cache, the budget and a fixed slack.
-    let hwm = proc_status(pid, "VmHWM") * 1024;
+    let hwm = proc_status_kb(pid, "VmHWM") * 1024;
     let slack: u64 = 16 << 20;
     assert!(
         hwm <= rss_start + cache + budget + slack,
@@ -673,10 +575,10 @@ fn blocking_threads_stay_within_the_cap() {
     let paths: Vec<String> = (0..100)
         .map(|i| format!("/search?q=t{:02}", i % 60))
         .collect();
-    let answers = burst(srv.addr, &paths);
+    let answers = burst(srv.addr(), &paths);
     assert!(answers.iter().all(|a| a.0 == 200), "{answers:?}");
     // Idle blocking threads linger (tokio keeps them 10 s), so this counts all it started.
-    let threads = proc_status(srv.child.id(), "Threads");
+    let threads = proc_status_kb(srv.srv.pid(), "Threads");
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
     let cap = replica::http::MAX_SEARCH_THREADS + workers + 4;
     assert!(threads <= cap, "{threads} threads (cap {cap})");
@@ -685,30 +587,13 @@ fn blocking_threads_stay_within_the_cap() {
 
 /// The `x-ballot-miss-bytes` header of a search, with its JSON body.
 fn search_with_miss_header(addr: SocketAddr, path: &str) -> (u64, Value) {
-    let mut s = TcpStream::connect_timeout(&addr, TIMEOUT).expect("connect");
-    s.set_read_timeout(Some(TIMEOUT)).unwrap();
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut text = String::new();
-    s.read_to_string(&mut text).expect("read response");
-    let (head, body) = text.split_once("\r\n\r\n").expect("header end");
-    let header = head
-        .lines()
-        .find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            k.eq_ignore_ascii_case("x-ballot-miss-bytes")
-                .then(|| v.trim().parse::<u64>().expect("a byte count"))
-        })
-        .unwrap_or_else(|| panic!("no x-ballot-miss-bytes header in {head}"));
-    let body = if head.to_ascii_lowercase().contains("chunked") {
-        dechunk(body)
-    } else {
-        body.to_owned()
-    };
-    (header, serde_json::from_str(&body).expect("JSON body"))
+    let r: Response = e2e::get(addr, path);
+    let header = r
+        .header("x-ballot-miss-bytes")
+        .unwrap_or_else(|| panic!("no x-ballot-miss-bytes header in {:?}", r.headers))
+        .parse::<u64>()
+        .expect("a byte count");
+    (header, r.json())
 }
 
 #[test]
@@ -716,9 +601,9 @@ fn searches_report_their_flash_bytes_in_a_header() {
     let tmp = tempfile::tempdir().unwrap();
     let idx = build(tmp.path());
     let srv = Server::start(&idx, &["--cache-bytes", "10000000"]);
-    let (miss, first) = search_with_miss_header(srv.addr, "/search?q=t05+common");
+    let (miss, first) = search_with_miss_header(srv.addr(), "/search?q=t05+common");
     assert!(miss > 0);
     assert_eq!(miss, u(&first["cache"], "miss_bytes"));
-    let (miss, second) = search_with_miss_header(srv.addr, "/search?q=t05+common");
+    let (miss, second) = search_with_miss_header(srv.addr(), "/search?q=t05+common");
     assert_eq!((miss, u(&second["cache"], "miss_bytes")), (0, 0));
 }

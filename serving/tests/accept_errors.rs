@@ -9,9 +9,7 @@ use std::time::{Duration, Instant};
 
 use hyper::{Request, Response};
 
-#[path = "support/probe.rs"]
-mod probe;
-use probe::{connect, read_response, send};
+use e2e::http::Conn;
 
 fn cpu_time() -> Duration {
     // SAFETY: getrusage fills one struct we own.
@@ -54,9 +52,9 @@ fn accept_failures_pause_the_loop_and_open_connections_keep_being_served() {
         });
     });
 
-    let mut a = connect(addr, Duration::from_secs(5));
-    send(&mut a, "GET", "/", &[], b"");
-    assert_eq!(read_response(&mut a).expect("first answer").status, 200);
+    let mut a = Conn::open(addr, Duration::from_secs(5));
+    a.send("GET", "/", &[], b"");
+    assert_eq!(a.read_response().expect("first answer").status, 200);
 
     // Fill the descriptor table, then free one for the next client's socket: the server's
     // accept of that client fails with EMFILE.
@@ -65,25 +63,22 @@ fn accept_failures_pause_the_loop_and_open_connections_keep_being_served() {
         filler.push(f);
     }
     filler.pop();
-    let mut b = connect(addr, Duration::from_secs(5));
-    send(&mut b, "GET", "/", &[], b"");
+    let mut b = Conn::open(addr, Duration::from_secs(5));
+    b.send("GET", "/", &[], b"");
 
     let cpu_before = cpu_time();
     let start = Instant::now();
     let mut served = 0;
     while start.elapsed() < Duration::from_secs(1) {
-        send(&mut a, "GET", "/", &[], b"");
-        assert_eq!(
-            read_response(&mut a).expect("the open connection").status,
-            200
-        );
+        a.send("GET", "/", &[], b"");
+        assert_eq!(a.read_response().expect("the open connection").status, 200);
         served += 1;
         std::thread::sleep(Duration::from_millis(50));
     }
     let cpu = cpu_time() - cpu_before;
-    b.set_read_timeout(Some(Duration::from_millis(10))).unwrap();
+    b.set_read_timeout(Some(Duration::from_millis(10)));
     assert!(
-        read_response(&mut b).is_none(),
+        b.read_response().is_err(),
         "accepted with no descriptor free"
     );
     eprintln!("1 s of EMFILE: {served} answers on the open connection, {cpu:?} CPU");
@@ -93,12 +88,10 @@ fn accept_failures_pause_the_loop_and_open_connections_keep_being_served() {
     );
 
     drop(filler);
-    b.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    b.set_read_timeout(Some(Duration::from_secs(3)));
     let start = Instant::now();
     assert_eq!(
-        read_response(&mut b)
-            .expect("served once fds are free")
-            .status,
+        b.read_response().expect("served once fds are free").status,
         200
     );
     eprintln!(

@@ -14,12 +14,10 @@
 
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::mpsc::Receiver;
 use std::time::Duration;
 
 use e2e::{
-    ballot_within, bin, heavy, http_get, prometheus_sum, start_listening, stderr, stdout,
-    wait_until, Running,
+    ballot_within, bin, heavy, http_get, stderr, stdout, wait_until, Balancer, Running, Server,
 };
 use serde_json::Value;
 
@@ -129,30 +127,13 @@ fn demo_table_beats_round_robin_over_http() {
     }
 }
 
-/// Starts `ballot <args>` (stderr to `stderr_log`) and returns it with the address of its
-/// `listening on` line and the rest of its stdout.
-fn start_with_lines(args: &[&str], stderr_log: &Path) -> (Running, String, Receiver<String>) {
-    start_listening(
+/// Starts `ballot <args>` (stderr to `stderr_log`) until it prints `listening on`.
+fn start(args: &[&str], stderr_log: &Path) -> Server {
+    Server::start(
         Command::new(bin("ballot")).args(args),
         stderr_log,
-        Duration::from_secs(60),
         &format!("ballot {}", args.join(" ")),
     )
-}
-
-/// [`start_with_lines`] without the rest of stdout.
-fn start(args: &[&str], stderr_log: &Path) -> (Running, String) {
-    let (child, addr, _lines) = start_with_lines(args, stderr_log);
-    (child, addr)
-}
-
-/// The sum of a Prometheus counter over its labels in the text at `GET /metrics` of
-/// `admin` (0 when absent).
-fn counter(admin: &str, name: &str) -> f64 {
-    let (status, body) =
-        http_get(admin, "/metrics", Duration::from_secs(5)).expect("the admin port answers");
-    assert_eq!(status, 200, "{body}");
-    prometheus_sum(&body, name).unwrap_or(0.0)
 }
 
 /// `GET /stats` of a replica at `addr`: its `queries` counter (0 if it cannot be reached).
@@ -207,20 +188,15 @@ fn killing_a_replica_mid_replay_fails_no_request() {
          [health]\ninterval_ms = 200\ntimeout_ms = 200\nfall = 2\nrise = 2\n\n\
          [policy]\nname = \"ch-bl\"\n",
     );
-    for (i, (_, addr)) in replicas.iter().enumerate() {
+    for (i, r) in replicas.iter().enumerate() {
+        let addr = r.addr();
         config += &format!("\n[[replicas]]\nname = \"r{i}\"\naddress = \"{addr}\"\n");
     }
-    let config_path = tmp.path().join("balancer.toml");
-    std::fs::write(&config_path, config).unwrap();
-    let (_balancer, addr, lines) = start_with_lines(
-        &["balancer", "--config", config_path.to_str().unwrap()],
-        &tmp.path().join("balancer.stderr"),
-    );
-    let admin = lines
-        .recv_timeout(Duration::from_secs(30))
-        .ok()
-        .and_then(|l| l.strip_prefix("admin on ").map(|a| a.trim().to_owned()))
-        .expect("the balancer prints `admin on ADDR` after `listening on`");
+    let mut cmd = Command::new(bin("ballot"));
+    cmd.arg("balancer");
+    let balancer = Balancer::start_with(cmd, tempfile::tempdir().unwrap(), &config);
+    let addr = balancer.addr();
+    let counter = |name: &str| balancer.metric(name).unwrap_or(0.0);
 
     // 6,000 queries at 600/s: ten seconds of open-loop load; replica r1 dies early in it.
     let report = tmp.path().join("replay.json");
@@ -247,12 +223,13 @@ fn killing_a_replica_mid_replay_fails_no_request() {
     let mut replay = Running::new(replay, "ballot replay");
     // Kill r1 once the replay has been running through it for a while (at least 300 of its
     // queries answered), so the kill lands mid-replay however slow the start-up is.
-    let (mut victim, victim_addr) = replicas.remove(1);
+    let mut victim = replicas.remove(1);
+    let victim_addr = victim.addr().to_string();
     wait_until(Duration::from_secs(60), "r1 serving 300 queries", || {
         assert!(replay.try_wait().is_none(), "replay ended early");
         replica_queries(&victim_addr) >= 300
     });
-    let ejections_before = counter(&admin, "ballot_ejections_total");
+    let ejections_before = counter("ballot_ejections_total");
     victim.kill();
     let status = replay.wait_within(Duration::from_secs(120));
     assert!(
@@ -266,7 +243,7 @@ fn killing_a_replica_mid_replay_fails_no_request() {
     assert_eq!(r["error_total"], 0, "no request failed: {r}");
     // The failover happened: the balancer ejected the killed replica (passively after a
     // failed request, or by its health checks) while the replay ran.
-    let ejections = counter(&admin, "ballot_ejections_total") - ejections_before;
+    let ejections = counter("ballot_ejections_total") - ejections_before;
     assert!(
         ejections >= 1.0,
         "no ejection counted after the kill ({ejections})"

@@ -17,7 +17,7 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use e2e::{ballot_within, bin, heavy, http_get, start_listening, stderr, Running};
+use e2e::{ballot_within, bin, heavy, stderr, try_request, Balancer, Server};
 use serde_json::Value;
 
 const TOKEN: &str = "soak-token";
@@ -55,29 +55,17 @@ fn sample(pid: u32, name: &str, t: f64) -> Option<Sample> {
 }
 
 /// One admin request with the token; the status code (0 if there was no answer).
-fn admin(addr: &str, method: &str, path: &str, content_type: &str, body: &[u8]) -> u16 {
-    let Ok(mut s) = TcpStream::connect(addr) else {
-        return 0;
-    };
-    let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
-    let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: soak\r\nConnection: close\r\nAuthorization: Bearer {TOKEN}\r\n\
-         Content-Type: {content_type}\r\nContent-Length: {}\r\n\r\n",
-        body.len()
-    );
-    if s.write_all(head.as_bytes()).is_err() || s.write_all(body).is_err() {
-        return 0;
+fn admin(addr: SocketAddr, method: &str, path: &str, content_type: &str, body: &[u8]) -> u16 {
+    let auth = format!("Bearer {TOKEN}");
+    let mut headers = vec![("Authorization", auth.as_str())];
+    if !content_type.is_empty() {
+        headers.push(("Content-Type", content_type));
     }
-    let mut text = String::new();
-    let _ = s.read_to_string(&mut text);
-    text.split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0)
+    try_request(addr, method, path, &headers, body, Duration::from_secs(10)).map_or(0, |r| r.status)
 }
 
-fn start_replica(index: &Path, id: &str, listen: &str, log: &Path) -> (Running, String) {
-    let (child, addr, _lines) = start_listening(
+fn start_replica(index: &Path, id: &str, listen: &str, log: &Path) -> Server {
+    Server::start(
         Command::new(bin("replica")).args([
             "--index",
             index.to_str().unwrap(),
@@ -89,10 +77,8 @@ fn start_replica(index: &Path, id: &str, listen: &str, log: &Path) -> (Running, 
             id,
         ]),
         log,
-        Duration::from_secs(30),
         &format!("replica {id}"),
-    );
-    (child, addr)
+    )
 }
 
 /// Holds `n` connections that send a request head one byte a second, reopening each one
@@ -109,6 +95,8 @@ fn slowloris(addr: SocketAddr, n: usize, stop: Arc<AtomicBool>) -> thread::JoinH
         let mut conns: Vec<Option<TcpStream>> = (0..n).map(open).collect();
         let mut closed = 0;
         while !stop.load(Ordering::Relaxed) {
+            // The pace is the subject (a byte a second, slower than the header timeout),
+            // not an order between requests.
             thread::sleep(Duration::from_secs(1));
             for (i, c) in conns.iter_mut().enumerate() {
                 let alive = c.as_mut().is_some_and(|s| {
@@ -168,7 +156,7 @@ fn chaos_soak_short() {
     );
     assert!(trained.status.success(), "{}", stderr(&trained));
 
-    let mut replicas: Vec<(Running, String)> = (0..4)
+    let mut replicas: Vec<Server> = (0..4)
         .map(|i| {
             start_replica(
                 &index,
@@ -187,37 +175,22 @@ fn chaos_soak_short() {
         tables.display(),
         table.display()
     );
-    for (i, (_, addr)) in replicas.iter().enumerate() {
+    for (i, r) in replicas.iter().enumerate() {
+        let addr = r.addr();
         config += &format!("\n[[replicas]]\nname = \"r{i}\"\naddress = \"{addr}\"\n");
     }
-    let config_path = dir.join("balancer.toml");
-    std::fs::write(&config_path, config).unwrap();
-    let balancer_log = dir.join("balancer.stderr");
-    let (balancer, lb, lines) = start_listening(
-        Command::new(bin("balancer")).args(["--config", config_path.to_str().unwrap()]),
-        &balancer_log,
-        Duration::from_secs(30),
-        "balancer",
-    );
-    let admin_addr = loop {
-        let line = lines
-            .recv_timeout(Duration::from_secs(10))
-            .expect("the `admin on` line");
-        if let Some(a) = line.strip_prefix("admin on ") {
-            break a.trim().to_owned();
-        }
-    };
-    thread::spawn(move || for _ in lines {});
+    let balancer = Balancer::start(bin("balancer"), &config);
+    let (lb, admin_addr) = (balancer.addr(), balancer.admin_addr());
 
     let start = Instant::now();
     let stop = Arc::new(AtomicBool::new(false));
     let pids: Arc<Mutex<Vec<(String, u32)>>> = Arc::new(Mutex::new(
-        std::iter::once(("balancer".to_owned(), balancer.id()))
+        std::iter::once(("balancer".to_owned(), balancer.pid()))
             .chain(
                 replicas
                     .iter()
                     .enumerate()
-                    .map(|(i, (r, _))| (format!("r{i}"), r.id())),
+                    .map(|(i, r)| (format!("r{i}"), r.pid())),
             )
             .collect(),
     ));
@@ -232,23 +205,21 @@ fn chaos_soak_short() {
                         samples.lock().unwrap().push(s);
                     }
                 }
+                // A sampling interval, not an order between requests.
                 thread::sleep(Duration::from_secs(1));
             }
         })
     };
-    let slow = slowloris(lb.parse().unwrap(), SLOWLORIS, Arc::clone(&stop));
+    let slow = slowloris(lb, SLOWLORIS, Arc::clone(&stop));
 
-    // The chaos loop, on a fixed timeline; it hands the replicas back when done.
+    // The chaos loop, on a fixed timeline against the fixed-rate windows of load: a soak's
+    // schedule, not an order between requests (no assertion depends on where an event
+    // falls); it hands the replicas back when done.
     let events = Arc::new(Mutex::new(Vec::<(f64, String)>::new()));
     let (back_tx, back_rx) = mpsc::channel();
     let chaos = {
         let (events, pids) = (Arc::clone(&events), Arc::clone(&pids));
-        let (index, dir, table, admin_addr) = (
-            index.clone(),
-            dir.to_path_buf(),
-            table.clone(),
-            admin_addr.clone(),
-        );
+        let (index, dir, table) = (index.clone(), dir.to_path_buf(), table.clone());
         let mut replicas = std::mem::take(&mut replicas);
         thread::spawn(move || {
             let log = |what: String| {
@@ -259,13 +230,15 @@ fn chaos_soak_short() {
             let at = |secs: u64| {
                 let t = Duration::from_secs(secs);
                 if let Some(d) = t.checked_sub(start.elapsed()) {
+                    // The chaos schedule (see above), not an order between requests.
                     thread::sleep(d);
                 }
             };
             at(6);
-            let port = replicas[0].1.rsplit(':').next().unwrap().to_owned();
-            replicas[0].0.kill();
+            let port = replicas[0].addr().port();
+            replicas[0].kill();
             log("kill -9 r0".into());
+            // Down for a moment: part of the chaos schedule.
             thread::sleep(Duration::from_millis(500));
             let restarted = start_replica(
                 &index,
@@ -273,18 +246,18 @@ fn chaos_soak_short() {
                 &format!("127.0.0.1:{port}"),
                 &dir.join("r0-restarted.stderr"),
             );
-            pids.lock().unwrap()[1].1 = restarted.0.id();
+            pids.lock().unwrap()[1].1 = restarted.pid();
             replicas[0] = restarted;
             log("r0 restarted".into());
             at(16);
-            replicas[1].0.signal(libc::SIGSTOP);
+            replicas[1].signal(libc::SIGSTOP);
             log("SIGSTOP r1".into());
             at(26);
-            replicas[1].0.signal(libc::SIGCONT);
+            replicas[1].signal(libc::SIGCONT);
             log("SIGCONT r1".into());
             at(30);
             let code = admin(
-                &admin_addr,
+                admin_addr,
                 "POST",
                 "/admin/table",
                 "application/json",
@@ -294,7 +267,7 @@ fn chaos_soak_short() {
             at(34);
             let bytes = std::fs::read(&table).unwrap();
             let code = admin(
-                &admin_addr,
+                admin_addr,
                 "POST",
                 "/admin/table",
                 "application/octet-stream",
@@ -302,10 +275,10 @@ fn chaos_soak_short() {
             );
             log(format!("table reload by upload: {code}"));
             at(38);
-            let code = admin(&admin_addr, "POST", "/admin/replicas/r2/drain", "", b"");
+            let code = admin(admin_addr, "POST", "/admin/replicas/r2/drain", "", b"");
             log(format!("drain r2: {code}"));
             at(43);
-            let code = admin(&admin_addr, "POST", "/admin/replicas/r2/enable", "", b"");
+            let code = admin(admin_addr, "POST", "/admin/replicas/r2/enable", "", b"");
             log(format!("enable r2: {code}"));
             let _ = back_tx.send(replicas);
         })
@@ -344,7 +317,7 @@ fn chaos_soak_short() {
     }
     chaos.join().expect("chaos loop");
     let mut replicas = back_rx.recv().unwrap();
-    let alive = http_get(&lb, "/healthz", Duration::from_secs(5));
+    let alive = try_request(lb, "GET", "/healthz", &[], b"", Duration::from_secs(5)).ok();
     stop.store(true, Ordering::Relaxed);
     let slowloris_closed = slow.join().unwrap();
     sampler.join().unwrap();
@@ -385,7 +358,7 @@ fn chaos_soak_short() {
     );
 
     assert_eq!(
-        alive.map(|(status, _)| status),
+        alive.map(|r| r.status),
         Some(200),
         "the balancer answers after the soak"
     );
@@ -423,7 +396,7 @@ fn chaos_soak_short() {
         rss_max <= rss_first * 3 / 2 + 16 * 1024,
         "balancer RSS {rss_first} -> {rss_max} kB"
     );
-    for (r, _) in &mut replicas {
+    for r in &mut replicas {
         r.kill();
     }
 }

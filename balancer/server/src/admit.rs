@@ -202,21 +202,6 @@ impl LoadView for Slots {
     fn in_flight(&self, replica: usize) -> Option<u64> {
         Some(self.backlog(replica))
     }
-
-    #[inline]
-    fn live_bits(&self) -> u64 {
-        self.counts.live_bits()
-    }
-
-    #[inline]
-    fn is_live(&self, replica: usize) -> bool {
-        self.counts.is_live(replica)
-    }
-
-    #[inline]
-    fn live_count(&self) -> usize {
-        self.counts.live_count()
-    }
 }
 
 /// A request in one replica's queue. Dropping it (the wait timed out, or the client went

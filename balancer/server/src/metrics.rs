@@ -6,6 +6,7 @@
 
 use std::sync::OnceLock;
 
+use balancer::policy::Reason;
 use metrics::{describe_counter, describe_gauge, describe_histogram, Counter, Histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
@@ -118,8 +119,8 @@ fn describe() {
 /// The handles of one replica, registered when it joins.
 #[derive(Clone)]
 pub struct ReplicaMetrics {
-    /// `REQUESTS` by reason: vote, overflow, no-vote, failover.
-    pub requests: [Counter; 4],
+    /// `REQUESTS`, indexed by [`RequestReason`].
+    pub requests: [Counter; RequestReason::ALL.len()],
     /// `EJECTIONS`.
     pub ejections: Counter,
     /// `SHED`.
@@ -128,15 +129,55 @@ pub struct ReplicaMetrics {
     pub upstream: Histogram,
 }
 
-/// Reasons in the order of [`ReplicaMetrics::requests`].
-pub const REASONS: [&str; 4] = ["vote", "overflow", "no-vote", "failover"];
+/// Why a request went to its replica, as `ballot_requests_total{reason}` counts it: the
+/// policy's [`Reason`] at a query's first attempt, `failover` on a retry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RequestReason {
+    /// [`Reason::Vote`].
+    Vote,
+    /// [`Reason::Overflow`].
+    Overflow,
+    /// [`Reason::NoVote`].
+    NoVote,
+    /// A retry on another replica after a failed attempt.
+    Failover,
+}
+
+impl RequestReason {
+    /// Every reason, in the order of [`ReplicaMetrics::requests`].
+    pub const ALL: [RequestReason; 4] = [
+        RequestReason::Vote,
+        RequestReason::Overflow,
+        RequestReason::NoVote,
+        RequestReason::Failover,
+    ];
+
+    /// The policy's reason for a first attempt.
+    pub fn of(reason: Reason) -> Self {
+        match reason {
+            Reason::Vote => RequestReason::Vote,
+            Reason::Overflow => RequestReason::Overflow,
+            Reason::NoVote => RequestReason::NoVote,
+        }
+    }
+
+    /// The `reason` label (and the `x-ballot-reason` header).
+    pub fn name(self) -> &'static str {
+        match self {
+            RequestReason::Failover => "failover",
+            RequestReason::Vote => Reason::Vote.as_str(),
+            RequestReason::Overflow => Reason::Overflow.as_str(),
+            RequestReason::NoVote => Reason::NoVote.as_str(),
+        }
+    }
+}
 
 impl ReplicaMetrics {
     /// Registers the handles of replica `name`.
     pub fn new(name: &str) -> Self {
-        let requests = REASONS.map(
-            |reason| metrics::counter!(REQUESTS, "replica" => name.to_owned(), "reason" => reason),
-        );
+        let requests = RequestReason::ALL.map(|reason| {
+            metrics::counter!(REQUESTS, "replica" => name.to_owned(), "reason" => reason.name())
+        });
         ReplicaMetrics {
             requests,
             ejections: metrics::counter!(EJECTIONS, "replica" => name.to_owned()),

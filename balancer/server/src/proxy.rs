@@ -45,7 +45,7 @@ use crate::metrics as m;
 use crate::replicas::Replica;
 use crate::state::{Choice, NoReplica, State};
 use crate::upstream::{Answer, Relay, RelayParts};
-use balancer::policy::{hash_tokens, QueryKey, Reason};
+use balancer::policy::{hash_tokens, QueryKey};
 use data::query::extract_q;
 
 /// The proxy's handles.
@@ -93,14 +93,6 @@ static MISS_BYTES_NAME: HeaderName = HeaderName::from_static(data::query::MISS_B
 static X_BALLOT_REPLICA: HeaderName = HeaderName::from_static("x-ballot-replica");
 /// The response header giving the routing reason.
 static X_BALLOT_REASON: HeaderName = HeaderName::from_static("x-ballot-reason");
-
-fn reason_index(reason: Reason) -> usize {
-    match reason {
-        Reason::Vote => 0,
-        Reason::Overflow => 1,
-        Reason::NoVote => 2,
-    }
-}
 
 /// How often a request waiting in a replica's queue checks that the replica still takes
 /// requests.
@@ -313,11 +305,11 @@ impl Proxy {
                 }
                 Err(Unplaced::NoReplica) => break,
             };
-            let reason_ix = if attempt == 0 {
-                reason_index(choice.reason)
+            let why = if attempt == 0 {
+                m::RequestReason::of(choice.reason)
             } else {
                 self.retries.increment(1);
-                3
+                m::RequestReason::Failover
             };
             // An attempt has the request timeout, cut short by the request's deadline (after
             // a wait in a queue, or retries).
@@ -355,7 +347,7 @@ impl Proxy {
                         .metrics
                         .upstream
                         .record(sent.elapsed().as_secs_f64());
-                    choice.replica.metrics.requests[reason_ix].increment(1);
+                    choice.replica.metrics.requests[why as usize].increment(1);
                     // A backend that does not report its flash bytes still costs the
                     // fixed part of the work.
                     let miss = headers
@@ -368,14 +360,14 @@ impl Proxy {
                         headers.insert(X_BALLOT_REPLICA.clone(), choice.replica.header.clone());
                         headers.insert(
                             X_BALLOT_REASON.clone(),
-                            HeaderValue::from_static(m::REASONS[reason_ix]),
+                            HeaderValue::from_static(why.name()),
                         );
                     }
                     // The request stays in flight until its body is streamed out; a
                     // streamed body's connection then goes back to the replica's pool.
                     let access = access.take().map(|mut a| {
                         a.replica.clone_from(&choice.replica.name);
-                        a.reason = m::REASONS[reason_ix];
+                        a.reason = why.name();
                         a.status = status.as_u16();
                         a
                     });

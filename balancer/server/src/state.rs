@@ -229,8 +229,10 @@ impl State {
     fn view_config(&self) -> ViewConfig {
         let c = &self.cfg.config;
         ViewConfig {
-            stall_eps: self.window.is_some().then_some(c.stall_eps),
-            stall_slack: c.stall_slack,
+            stall: self.window.is_some().then_some(balancer::load::Stall {
+                eps: c.stall_eps,
+                slack: c.stall_slack,
+            }),
             slow_start: c.slow_start_queries,
             now: self.clock.now(),
         }
@@ -264,7 +266,12 @@ impl State {
             .seed
             .fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::Relaxed);
         let mut rng = Rng::new(seed);
-        let d = self.routing.load().policy.route(query, &view, &mut rng);
+        let d = self
+            .routing
+            .load()
+            .policy
+            .route(query, &view, &mut rng)
+            .ok_or(NoReplica)?;
         let index = usize::from(d.replica);
         if !view.is_live(index) {
             return Err(NoReplica);

@@ -9,7 +9,8 @@
 //! - **Backlog** of every replica ([`LoadView::in_flight`]: requests in flight there plus
 //!   requests waiting in its queue, [`Slots::backlog`]), by which the `table` policy
 //!   chooses among a query's homes.
-//! - **Stall guard** (window and work loads): a replica whose backlog reaches
+//! - **Stall guard** (window and work loads; [`balancer::load::Guarded`], the same code the
+//!   queueing simulator routes through): a replica whose backlog reaches
 //!   `ceil((1+stall_eps)·(backlog + 1)/live) + stall_slack` (the backlog summed over the
 //!   replicas) counts as full whatever its window says: it is falling behind, and its
 //!   queries overflow.
@@ -20,11 +21,11 @@
 //!   replica coming back takes a share that grows from almost nothing to its full share,
 //!   and the others' cap rises while it does, instead of every replica being over a cap
 //!   computed as if the newcomer already carried its share (which sent the newcomer all of
-//!   the overflow: 60% of the traffic after a pause, measured before slow start).
+//!   the overflow).
 
 use std::sync::Arc;
 
-use balancer::load::{LoadView, MAX_REPLICAS};
+use balancer::load::{Guarded, LoadView, Stall, MAX_REPLICAS};
 
 use crate::admit::Slots;
 
@@ -36,11 +37,8 @@ const MIN_WEIGHT: f64 = 1.0 / 64.0;
 /// One routing decision's view of the replicas.
 pub struct View<'a> {
     slots: &'a [Option<Arc<Replica>>],
-    base: &'a dyn LoadView,
-    backlog: &'a Slots,
-    live: u64,
-    /// Replicas with at least this backlog count as full.
-    stall_cap: u64,
+    /// Liveness, the base load and the stall guard over the backlog.
+    guarded: Guarded<'a>,
     /// Slow-start weights of the live replicas (1.0 outside slow start).
     weight: [f64; MAX_REPLICAS],
     /// Replicas in slow start.
@@ -52,11 +50,8 @@ pub struct View<'a> {
 /// How a [`View`] is built.
 #[derive(Clone, Copy, Debug)]
 pub struct ViewConfig {
-    /// Stall guard slack on the mean backlog (`None`: no guard, as for the `in-flight`
-    /// load itself).
-    pub stall_eps: Option<f64>,
-    /// Stall guard extra requests.
-    pub stall_slack: u64,
+    /// The stall guard (`None`: no guard, as for the `in-flight` load itself).
+    pub stall: Option<Stall>,
     /// Slow-start length in routed queries (0: none).
     pub slow_start: u64,
     /// The query clock now.
@@ -99,13 +94,6 @@ impl<'a> View<'a> {
                 weight_sum += 1.0;
             }
         }
-        let stall_cap = match cfg.stall_eps {
-            Some(eps) => {
-                balancer::load::load_cap(eps, backlog.backlog_total(), live.count_ones() as usize)
-                    .saturating_add(cfg.stall_slack)
-            }
-            None => u64::MAX,
-        };
         let total_scale = if slow != 0 && weight_sum > 0.0 {
             f64::from(live.count_ones()) / weight_sum
         } else {
@@ -113,10 +101,7 @@ impl<'a> View<'a> {
         };
         View {
             slots,
-            base,
-            backlog,
-            live,
-            stall_cap,
+            guarded: Guarded::new(base, backlog, slots.len(), live, cfg.stall),
             weight,
             slow,
             total_scale,
@@ -134,21 +119,18 @@ impl LoadView for View<'_> {
         if replica >= self.slots.len() || self.slots[replica].is_none() {
             return 0;
         }
-        if self.backlog.backlog(replica) >= self.stall_cap {
-            return u64::MAX;
-        }
-        let load = self.base.load(replica);
+        let load = self.guarded.load(replica);
         if self.slow & (1u64 << replica) == 0 {
             load
         } else {
-            // `as` saturates.
+            // `as` saturates (a stalled replica's u64::MAX stays the largest load).
             (load as f64 / self.weight[replica]) as u64
         }
     }
 
     #[inline]
     fn total(&self) -> u64 {
-        let total = self.base.total();
+        let total = self.guarded.total();
         if self.slow == 0 {
             total
         } else {
@@ -158,22 +140,12 @@ impl LoadView for View<'_> {
 
     #[inline]
     fn in_flight(&self, replica: usize) -> Option<u64> {
-        Some(self.backlog.backlog(replica))
-    }
-
-    #[inline]
-    fn is_live(&self, replica: usize) -> bool {
-        replica < MAX_REPLICAS && self.live & (1u64 << replica) != 0
+        self.guarded.in_flight(replica)
     }
 
     #[inline]
     fn live_bits(&self) -> u64 {
-        self.live
-    }
-
-    #[inline]
-    fn live_count(&self) -> usize {
-        self.live.count_ones() as usize
+        self.guarded.live_bits()
     }
 }
 
@@ -196,8 +168,7 @@ mod tests {
     }
 
     const PLAIN: ViewConfig = ViewConfig {
-        stall_eps: None,
-        stall_slack: 0,
+        stall: None,
         slow_start: 0,
         now: 0,
     };
@@ -227,36 +198,6 @@ mod tests {
     }
 
     #[test]
-    fn the_stall_guard_fills_a_replica_that_falls_behind() {
-        let clock = Arc::new(QueryClock::default());
-        let m = members(4, &clock);
-        let mut w = Window::new(4, 100);
-        for r in [0, 0, 0, 1, 2] {
-            w.record_mut(r, 1);
-        }
-        let f = Slots::new(4, 0);
-        let cfg = ViewConfig {
-            stall_eps: Some(1.0),
-            stall_slack: 8,
-            ..PLAIN
-        };
-        // Replica 3 holds all the requests in flight. With 11: stall cap
-        // ceil(2 * 12 / 4) + 8 = 14 > 11, so its window load counts. With 20: cap
-        // ceil(2 * 21 / 4) + 8 = 19 <= 20, so it is full whatever the window says.
-        for _ in 0..11 {
-            f.counts.start(3);
-        }
-        let v = View::new(&m, &w, &f, 0, false, cfg);
-        assert_eq!((v.load(0), v.load(1), v.load(3), v.total()), (3, 1, 0, 5));
-        for _ in 0..9 {
-            f.counts.start(3);
-        }
-        let v = View::new(&m, &w, &f, 0, false, cfg);
-        assert_eq!(v.load(3), u64::MAX);
-        assert_eq!(v.below_cap_bits(0b1111, 2), 0b0110);
-    }
-
-    #[test]
     fn requests_waiting_in_a_queue_count_in_the_backlog() {
         let clock = Arc::new(QueryClock::default());
         let m = members(4, &clock);
@@ -267,8 +208,7 @@ mod tests {
         let held: Vec<_> = [3, 3, 0].iter().map(|&r| s.try_start(r).unwrap()).collect();
         let waiting: Vec<_> = (0..18).map(|_| s.enqueue(3).unwrap_err()).collect();
         let cfg = ViewConfig {
-            stall_eps: Some(1.0),
-            stall_slack: 8,
+            stall: Some(Stall { eps: 1.0, slack: 8 }),
             ..PLAIN
         };
         let v = View::new(&m, &w, &s, 0, false, cfg);

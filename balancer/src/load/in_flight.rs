@@ -117,21 +117,6 @@ impl LoadView for InFlight {
     fn in_flight(&self, replica: usize) -> Option<u64> {
         Some(self.count(replica))
     }
-
-    #[inline]
-    fn live_bits(&self) -> u64 {
-        super::first_n_bits(self.replicas)
-    }
-
-    #[inline]
-    fn is_live(&self, replica: usize) -> bool {
-        replica < self.replicas
-    }
-
-    #[inline]
-    fn live_count(&self) -> usize {
-        self.replicas
-    }
 }
 
 #[cfg(test)]

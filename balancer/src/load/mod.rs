@@ -16,12 +16,15 @@
 //! - [`InFlight`]: requests in flight (`in-flight`, HAProxy's rule), which needs time, so
 //!   only the HTTP balancer and the queueing simulator have it.
 //!
-//! Each implements [`LoadView`] with every replica live; the HTTP balancer wraps them in a
-//! view that adds liveness. [`StaticLoad`] is the plain-vector view for tests.
+//! Each implements [`LoadView`] with every replica live. [`Guarded`] adds liveness and the
+//! stall guard over a base load, for the HTTP balancer and the queueing simulator alike.
+//! [`StaticLoad`] is the plain-vector view for tests.
 
+pub mod guard;
 pub mod in_flight;
 pub mod window;
 
+pub use guard::{Guarded, Stall, DEFAULT_STALL_EPS, DEFAULT_STALL_SLACK};
 pub use in_flight::InFlight;
 pub use window::Window;
 
@@ -37,22 +40,23 @@ pub trait LoadView {
     fn load(&self, replica: usize) -> u64;
     /// Summed load of all replicas.
     fn total(&self) -> u64;
-    /// Whether `replica` may receive queries (healthy, not draining, not excluded).
+    /// Bit mask of the live replicas (bit `r` set when replica `r` may receive queries:
+    /// healthy, not draining, not excluded). The default is every replica live; views with
+    /// liveness override this one method, and [`is_live`](LoadView::is_live) and
+    /// [`live_count`](LoadView::live_count) follow from it.
+    #[inline]
+    fn live_bits(&self) -> u64 {
+        first_n_bits(self.replicas())
+    }
+    /// Whether `replica` may receive queries.
+    #[inline]
     fn is_live(&self, replica: usize) -> bool {
-        let _ = replica;
-        true
+        replica < MAX_REPLICAS && self.live_bits() & (1 << replica) != 0
     }
     /// Number of live replicas.
+    #[inline]
     fn live_count(&self) -> usize {
-        (0..self.replicas()).filter(|&r| self.is_live(r)).count()
-    }
-    /// Bit mask of the live replicas (bit `r` set when replica `r` is live). Views that know
-    /// every replica is live override this to skip the per-replica calls.
-    fn live_bits(&self) -> u64 {
-        let n = self.replicas().min(MAX_REPLICAS);
-        (0..n)
-            .filter(|&r| self.is_live(r))
-            .fold(0, |m, r| m | 1 << r)
+        self.live_bits().count_ones() as usize
     }
     /// Requests in flight at `replica`, when this view has time (the HTTP balancer and
     /// the queueing simulator); `None` in the trace simulator. The `table` policy sends a
@@ -77,17 +81,6 @@ pub trait LoadView {
         under
     }
 }
-
-/// Default slack of the stall guard of the `window` and `work` loads on the mean requests
-/// in flight: a replica holding `ceil((1 + stall_eps) · (in flight + 1) / R) + stall_slack`
-/// requests counts as full whatever its window says.
-pub const DEFAULT_STALL_EPS: f64 = 1.0;
-/// Default extra requests of the stall guard (see [`DEFAULT_STALL_EPS`]). Two, not more:
-/// the queueing simulator of the demo setup (`ballot simulate`, R = 8, flash at 4 MB/s)
-/// gave the table a 5–20% lower p99 and 3–14% more throughput at 2 than at 8, on the AOL
-/// log over three seeds and on the synthetic default, for 1–3 points more overflow
-/// (`docs/results.md`, "Stall guard").
-pub const DEFAULT_STALL_SLACK: u64 = 2;
 
 /// Default fixed cost of one query under the `work` load, in flash bytes: about a
 /// millisecond of a replica's CPU at the demo's emulated flash bandwidth (4 MB/s). Set it
@@ -219,8 +212,11 @@ impl LoadView for StaticLoad {
         self.loads.iter().fold(0u64, |a, &l| a.saturating_add(l))
     }
 
-    fn is_live(&self, replica: usize) -> bool {
-        replica < self.loads.len() && self.live.get(replica).copied().unwrap_or(true)
+    fn live_bits(&self) -> u64 {
+        let n = self.loads.len().min(MAX_REPLICAS);
+        (0..n)
+            .filter(|&r| self.live.get(r).copied().unwrap_or(true))
+            .fold(0, |m, r| m | 1 << r)
     }
 }
 

@@ -6,15 +6,15 @@
 //!
 //! Why a window and not requests in flight: with a few requests in flight per replica the
 //! in-flight cap `ceil((1+eps)·(n+1)/live)` sits about one request above the mean, so
-//! ordinary queueing jitter pushes queries off their voted replica (measured with
-//! `ballot demo`: 30–45% overflow against the simulator's 0.2–0.7%). Averaged over
-//! thousands of queries, the window only overflows what is really unbalanced.
+//! ordinary queueing jitter pushes queries off their voted replica, where the window, averaged
+//! over thousands of queries, only overflows what is really unbalanced (docs/results.md, "Why
+//! a table is bounded by work", has the overflow of each).
 //!
-//! Why work: balancing query counts left one replica reading 44% of all flash bytes on the
-//! AOL log (it is home to the heaviest lists), and with flash the bottleneck throughput
-//! follows the busiest replica. Counting each query's flash bytes (plus a fixed CPU part)
-//! makes the same rule balance the bottleneck instead; the newest cache-affinity routers
-//! made the same move (llm-d's `balanceBy: tokens`, Dynamo's cost in work units).
+//! Why work: balancing query counts leaves the replica that is home to the heaviest lists
+//! reading far more than its share of the flash bytes, and with flash the bottleneck
+//! throughput follows the busiest replica. Counting each query's flash bytes (plus a fixed
+//! CPU part) makes the same rule balance the bottleneck instead; the newest cache-affinity
+//! routers made the same move (llm-d's `balanceBy: tokens`, Dynamo's cost in work units).
 //!
 //! One implementation for every caller: [`Window::record`] is lock-free for concurrent
 //! callers (one atomic ticket picks the ring slot; the slot's previous entry is swapped out
@@ -168,21 +168,6 @@ impl LoadView for Window {
     #[inline]
     fn total(&self) -> u64 {
         Window::total(self)
-    }
-
-    #[inline]
-    fn live_bits(&self) -> u64 {
-        super::first_n_bits(self.replicas)
-    }
-
-    #[inline]
-    fn is_live(&self, replica: usize) -> bool {
-        replica < self.replicas
-    }
-
-    #[inline]
-    fn live_count(&self) -> usize {
-        self.replicas
     }
 }
 

@@ -11,7 +11,9 @@
 use data::rng::Rng;
 
 use crate::load::{least_loaded_member, live_mask, load_cap, LoadView};
-use crate::policy::{BuildPolicy, Decision, PolicyError, PolicyKind, PolicyParams, QueryKey, Reason, RoutingPolicy};
+use crate::policy::{
+    BuildPolicy, Decision, PolicyError, PolicyKind, PolicyParams, QueryKey, Reason, RoutingPolicy,
+};
 use crate::ring::Ring;
 
 /// Consistent hashing with bounded loads.
@@ -48,10 +50,10 @@ impl RoutingPolicy for ChBl {
         PolicyKind::ChBl
     }
 
-    fn route(&self, query: &QueryKey<'_>, load: &dyn LoadView, _rng: &mut Rng) -> Decision {
+    fn route(&self, query: &QueryKey<'_>, load: &dyn LoadView, _rng: &mut Rng) -> Option<Decision> {
         let live = live_mask(load, self.ring.replicas());
         if live == 0 {
-            return Decision::NONE_LIVE;
+            return None;
         }
         let cap = load_cap(self.eps, load.total(), live.count_ones() as usize);
         let mut reason = Reason::Vote;
@@ -60,10 +62,13 @@ impl RoutingPolicy for ChBl {
                 continue;
             }
             if load.load(r) < cap {
-                return Decision::to(r, reason);
+                return Some(Decision::to(r, reason));
             }
             reason = Reason::Overflow;
         }
-        Decision::to(least_loaded_member(load, live), Reason::Overflow)
+        Some(Decision::to(
+            least_loaded_member(load, live),
+            Reason::Overflow,
+        ))
     }
 }

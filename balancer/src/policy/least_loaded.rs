@@ -5,7 +5,9 @@
 use data::rng::Rng;
 
 use crate::load::{least_loaded_member, live_mask, LoadView};
-use crate::policy::{BuildPolicy, Decision, PolicyError, PolicyKind, PolicyParams, QueryKey, Reason, RoutingPolicy};
+use crate::policy::{
+    BuildPolicy, Decision, PolicyError, PolicyKind, PolicyParams, QueryKey, Reason, RoutingPolicy,
+};
 
 /// Least loaded live replica.
 #[derive(Clone, Debug)]
@@ -31,11 +33,19 @@ impl RoutingPolicy for LeastLoaded {
         PolicyKind::LeastLoaded
     }
 
-    fn route(&self, _query: &QueryKey<'_>, load: &dyn LoadView, _rng: &mut Rng) -> Decision {
+    fn route(
+        &self,
+        _query: &QueryKey<'_>,
+        load: &dyn LoadView,
+        _rng: &mut Rng,
+    ) -> Option<Decision> {
         let live = live_mask(load, self.replicas);
         if live == 0 {
-            return Decision::NONE_LIVE;
+            return None;
         }
-        Decision::to(least_loaded_member(load, live), Reason::NoVote)
+        Some(Decision::to(
+            least_loaded_member(load, live),
+            Reason::NoVote,
+        ))
     }
 }

@@ -27,7 +27,7 @@ use data::tokenizer::Tokens;
 use rustc_hash::FxHasher;
 
 use crate::load::{LoadView, MAX_REPLICAS};
-use crate::ring::{DEFAULT_VNODES, MAX_VNODES, MIN_VNODES};
+use crate::ring::{RingError, DEFAULT_VNODES, MAX_VNODES, MIN_VNODES};
 
 pub mod vote;
 
@@ -37,8 +37,8 @@ pub(crate) type FxHashMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
 /// Default bound slack `eps` (DESIGN.md: bounded loads with epsilon = 0.05).
 pub const DEFAULT_EPS: f64 = 0.05;
 /// Default home share of `table` ([`vote`]): a replica whose votes reach 85% of the
-/// chosen replica's is a home too, and the least loaded home takes the query. Measured on
-/// AOL (R = 8, 5% caches, standard split): 0.85 beat 0.97, 0.95, 0.9, 0.8, 0.7 and 0.5.
+/// chosen replica's is a home too, and the least loaded home takes the query. Chosen on
+/// AOL (R = 8, 5% caches, standard split) among shares from 0.5 to 0.97.
 pub const DEFAULT_HOMES: f64 = 0.85;
 /// Postings bytes of a term with no known size: `16 + df` with `df = 5` (DESIGN.md).
 pub const DEFAULT_TERM_BYTES: u32 = 21;
@@ -101,10 +101,7 @@ impl fmt::Display for Reason {
     }
 }
 
-/// A routing decision.
-///
-/// When no replica is live, every policy returns replica 0 with [`Reason::NoVote`]; callers
-/// that can see an empty live set must check it themselves (`LoadView::live_count`).
+/// A routing decision (policies return `None` instead when no replica is live).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Decision {
     /// The chosen replica.
@@ -122,22 +119,16 @@ impl Decision {
             reason,
         }
     }
-
-    /// What every policy returns when no replica is live.
-    pub const NONE_LIVE: Decision = Decision {
-        replica: 0,
-        reason: Reason::NoVote,
-    };
 }
 
 /// A routing policy: picks a live replica for a query.
 pub trait RoutingPolicy: Send + Sync {
     /// Which policy this is.
     fn kind(&self) -> PolicyKind;
-    /// Picks the replica for `query`. Reads only `self`, `load` and `rng`; never allocates.
-    /// Only replicas below both the policy's replica count and `load.replicas()` are
-    /// candidates.
-    fn route(&self, query: &QueryKey<'_>, load: &dyn LoadView, rng: &mut Rng) -> Decision;
+    /// Picks the replica for `query`, or `None` when no replica is live. Reads only
+    /// `self`, `load` and `rng`; never allocates. Only replicas below both the policy's
+    /// replica count and `load.replicas()` are candidates.
+    fn route(&self, query: &QueryKey<'_>, load: &dyn LoadView, rng: &mut Rng) -> Option<Decision>;
 }
 
 /// Builds a registered policy from [`PolicyParams`]; every policy in the registry
@@ -282,6 +273,15 @@ pub enum PolicyError {
     /// The voting table has more votes than a `u32` index can address.
     #[error("the voting table has too many rows ({0})")]
     TableTooLarge(usize),
+}
+
+impl From<RingError> for PolicyError {
+    fn from(e: RingError) -> Self {
+        match e {
+            RingError::Replicas(n) => PolicyError::Replicas(n),
+            RingError::Vnodes(n) => PolicyError::Vnodes(n),
+        }
+    }
 }
 
 /// Postings bytes per term hash, the weight of a term's vote in `term-vote` (and of a term

@@ -8,7 +8,9 @@
 use data::rng::Rng;
 
 use crate::load::{live_mask, nth_set_bit, LoadView};
-use crate::policy::{BuildPolicy, Decision, PolicyError, PolicyKind, PolicyParams, QueryKey, Reason, RoutingPolicy};
+use crate::policy::{
+    BuildPolicy, Decision, PolicyError, PolicyKind, PolicyParams, QueryKey, Reason, RoutingPolicy,
+};
 
 /// Power of two choices over the live replicas.
 #[derive(Clone, Debug)]
@@ -34,12 +36,12 @@ impl RoutingPolicy for P2c {
         PolicyKind::P2c
     }
 
-    fn route(&self, _query: &QueryKey<'_>, load: &dyn LoadView, rng: &mut Rng) -> Decision {
+    fn route(&self, _query: &QueryKey<'_>, load: &dyn LoadView, rng: &mut Rng) -> Option<Decision> {
         let live = live_mask(load, self.replicas);
         let n = u64::from(live.count_ones());
         match n {
-            0 => Decision::NONE_LIVE,
-            1 => Decision::to(live.trailing_zeros() as usize, Reason::NoVote),
+            0 => None,
+            1 => Some(Decision::to(live.trailing_zeros() as usize, Reason::NoVote)),
             _ => {
                 let i = rng.below(n);
                 let mut j = rng.below(n - 1);
@@ -49,7 +51,7 @@ impl RoutingPolicy for P2c {
                 let a = nth_set_bit(live, i);
                 let b = nth_set_bit(live, j);
                 let pick = if load.load(b) < load.load(a) { b } else { a };
-                Decision::to(pick, Reason::NoVote)
+                Some(Decision::to(pick, Reason::NoVote))
             }
         }
     }

@@ -9,7 +9,9 @@
 use data::rng::Rng;
 
 use crate::load::{live_mask, LoadView};
-use crate::policy::{BuildPolicy, Decision, PolicyError, PolicyKind, PolicyParams, QueryKey, Reason, RoutingPolicy};
+use crate::policy::{
+    BuildPolicy, Decision, PolicyError, PolicyKind, PolicyParams, QueryKey, Reason, RoutingPolicy,
+};
 use crate::ring::Ring;
 
 /// Consistent hashing of the query, first live replica clockwise.
@@ -43,11 +45,9 @@ impl RoutingPolicy for QueryHash {
         PolicyKind::QueryHash
     }
 
-    fn route(&self, query: &QueryKey<'_>, load: &dyn LoadView, _rng: &mut Rng) -> Decision {
+    fn route(&self, query: &QueryKey<'_>, load: &dyn LoadView, _rng: &mut Rng) -> Option<Decision> {
         let live = live_mask(load, self.ring.replicas());
-        match self.ring.first_in(query.query_hash, live) {
-            Some(r) => Decision::to(r, Reason::Vote),
-            None => Decision::NONE_LIVE,
-        }
+        let r = self.ring.first_in(query.query_hash, live)?;
+        Some(Decision::to(r, Reason::Vote))
     }
 }

@@ -6,7 +6,9 @@
 use data::rng::Rng;
 
 use crate::load::{live_mask, random_member, LoadView};
-use crate::policy::{BuildPolicy, Decision, PolicyError, PolicyKind, PolicyParams, QueryKey, Reason, RoutingPolicy};
+use crate::policy::{
+    BuildPolicy, Decision, PolicyError, PolicyKind, PolicyParams, QueryKey, Reason, RoutingPolicy,
+};
 
 /// Uniformly random live replica.
 #[derive(Clone, Debug)]
@@ -32,11 +34,11 @@ impl RoutingPolicy for Random {
         PolicyKind::Random
     }
 
-    fn route(&self, _query: &QueryKey<'_>, load: &dyn LoadView, rng: &mut Rng) -> Decision {
+    fn route(&self, _query: &QueryKey<'_>, load: &dyn LoadView, rng: &mut Rng) -> Option<Decision> {
         let live = live_mask(load, self.replicas);
         if live == 0 {
-            return Decision::NONE_LIVE;
+            return None;
         }
-        Decision::to(random_member(live, rng), Reason::NoVote)
+        Some(Decision::to(random_member(live, rng), Reason::NoVote))
     }
 }

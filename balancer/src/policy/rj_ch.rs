@@ -13,7 +13,9 @@ use data::rng::Rng;
 use crate::load::{
     least_loaded_member, live_mask, load_cap, random_member, under_cap_mask, LoadView,
 };
-use crate::policy::{BuildPolicy, Decision, PolicyError, PolicyKind, PolicyParams, QueryKey, Reason, RoutingPolicy};
+use crate::policy::{
+    BuildPolicy, Decision, PolicyError, PolicyKind, PolicyParams, QueryKey, Reason, RoutingPolicy,
+};
 use crate::ring::Ring;
 
 /// Random-jump consistent hashing.
@@ -50,14 +52,12 @@ impl RoutingPolicy for RjCh {
         PolicyKind::RjCh
     }
 
-    fn route(&self, query: &QueryKey<'_>, load: &dyn LoadView, rng: &mut Rng) -> Decision {
+    fn route(&self, query: &QueryKey<'_>, load: &dyn LoadView, rng: &mut Rng) -> Option<Decision> {
         let live = live_mask(load, self.ring.replicas());
-        let Some(home) = self.ring.first_in(query.query_hash, live) else {
-            return Decision::NONE_LIVE;
-        };
+        let home = self.ring.first_in(query.query_hash, live)?;
         let cap = load_cap(self.eps, load.total(), live.count_ones() as usize);
         if load.load(home) < cap {
-            return Decision::to(home, Reason::Vote);
+            return Some(Decision::to(home, Reason::Vote));
         }
         let under = under_cap_mask(load, live, cap);
         let r = if under != 0 {
@@ -65,6 +65,6 @@ impl RoutingPolicy for RjCh {
         } else {
             least_loaded_member(load, live)
         };
-        Decision::to(r, Reason::Overflow)
+        Some(Decision::to(r, Reason::Overflow))
     }
 }

@@ -1,5 +1,5 @@
 //! `round-robin`: the live replicas in turn — the cache-oblivious baseline (DESIGN.md's
-//! reference miss ratio 0.616).
+//! reference point).
 //!
 //! A shared atomic counter `i` picks the `(i mod live)`-th live replica, so a dead replica's
 //! turns are spread evenly over the others instead of all going to its successor. No paper:
@@ -10,7 +10,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use data::rng::Rng;
 
 use crate::load::{live_mask, nth_set_bit, LoadView};
-use crate::policy::{BuildPolicy, Decision, PolicyError, PolicyKind, PolicyParams, QueryKey, Reason, RoutingPolicy};
+use crate::policy::{
+    BuildPolicy, Decision, PolicyError, PolicyKind, PolicyParams, QueryKey, Reason, RoutingPolicy,
+};
 
 /// Round-robin over the live replicas.
 #[derive(Debug)]
@@ -40,13 +42,18 @@ impl RoutingPolicy for RoundRobin {
         PolicyKind::RoundRobin
     }
 
-    fn route(&self, _query: &QueryKey<'_>, load: &dyn LoadView, _rng: &mut Rng) -> Decision {
+    fn route(
+        &self,
+        _query: &QueryKey<'_>,
+        load: &dyn LoadView,
+        _rng: &mut Rng,
+    ) -> Option<Decision> {
         let live = live_mask(load, self.replicas);
         if live == 0 {
-            return Decision::NONE_LIVE;
+            return None;
         }
         let turn = self.next.fetch_add(1, Ordering::Relaxed);
         let k = turn % u64::from(live.count_ones());
-        Decision::to(nth_set_bit(live, k), Reason::NoVote)
+        Some(Decision::to(nth_set_bit(live, k), Reason::NoVote))
     }
 }

@@ -28,7 +28,10 @@ use data::table::VotingTable;
 
 use crate::load::{LoadView, MAX_REPLICAS};
 use crate::policy::vote::{pick, Scores, VoteSource};
-use crate::policy::{BuildPolicy, Decision, FxHashMap, PolicyError, PolicyKind, PolicyParams, QueryKey, RoutingPolicy, TermBytes};
+use crate::policy::{
+    BuildPolicy, Decision, FxHashMap, PolicyError, PolicyKind, PolicyParams, QueryKey,
+    RoutingPolicy, TermBytes,
+};
 
 /// A voting table compiled for routing: term hash to a slice of `(replica, weight)` votes.
 #[derive(Clone, Debug)]
@@ -204,9 +207,16 @@ impl RoutingPolicy for TablePolicy {
         PolicyKind::Table
     }
 
-    fn route(&self, query: &QueryKey<'_>, load: &dyn LoadView, rng: &mut Rng) -> Decision {
+    fn route(&self, query: &QueryKey<'_>, load: &dyn LoadView, rng: &mut Rng) -> Option<Decision> {
         let scores = self.votes.score(query.term_hashes);
-        pick(&scores, self.votes.replicas, self.eps, self.homes, load, rng)
+        pick(
+            &scores,
+            self.votes.replicas,
+            self.eps,
+            self.homes,
+            load,
+            rng,
+        )
     }
 }
 

@@ -134,7 +134,8 @@ pub trait VoteSource {
 }
 
 /// Picks a replica from `scores` by the bounded-load vote rule (module docs), among the
-/// live replicas below `replicas`; `homes = 0` turns the choice among homes off.
+/// live replicas below `replicas` (`None` when none is live); `homes = 0` turns the
+/// choice among homes off.
 #[inline]
 pub fn pick(
     scores: &Scores,
@@ -143,10 +144,10 @@ pub fn pick(
     homes: f64,
     load: &dyn LoadView,
     rng: &mut Rng,
-) -> Decision {
+) -> Option<Decision> {
     let live = live_mask(load, replicas);
     if live == 0 {
-        return Decision::NONE_LIVE;
+        return None;
     }
     let cap = load_cap(eps, load.total(), live.count_ones() as usize);
     let mut top: Option<usize> = None;
@@ -177,7 +178,7 @@ pub fn pick(
         } else {
             b
         };
-        return Decision::to(b, reason);
+        return Some(Decision::to(b, reason));
     }
     let reason = if top.is_some() {
         Reason::Overflow
@@ -190,7 +191,7 @@ pub fn pick(
     } else {
         least_loaded_member(load, live)
     };
-    Decision::to(r, reason)
+    Some(Decision::to(r, reason))
 }
 
 /// Among the live replicas under `cap` whose real votes reach `floor`, the least loaded:
@@ -244,21 +245,21 @@ mod tests {
     #[test]
     fn top_vote_under_cap_wins() {
         let s = scores(&[(1, 3.0), (2, 5.0)], &[]);
-        let d = pick(&s, 4, 0.05, 0.0, &StaticLoad::idle(4), &mut Rng::new(1));
+        let d = pick(&s, 4, 0.05, 0.0, &StaticLoad::idle(4), &mut Rng::new(1)).unwrap();
         assert_eq!(d, Decision::to(2, Reason::Vote));
     }
 
     #[test]
     fn ties_go_to_the_lower_index_and_fallback_breaks_vote_ties() {
         let s = scores(&[(1, 3.0), (2, 3.0)], &[]);
-        let d = pick(&s, 4, 0.05, 0.0, &StaticLoad::idle(4), &mut Rng::new(1));
+        let d = pick(&s, 4, 0.05, 0.0, &StaticLoad::idle(4), &mut Rng::new(1)).unwrap();
         assert_eq!(d.replica, 1);
         let s = scores(&[(1, 3.0), (2, 3.0)], &[(2, 1e-9)]);
-        let d = pick(&s, 4, 0.05, 0.0, &StaticLoad::idle(4), &mut Rng::new(1));
+        let d = pick(&s, 4, 0.05, 0.0, &StaticLoad::idle(4), &mut Rng::new(1)).unwrap();
         assert_eq!(d.replica, 2);
         // A huge fallback never beats a tiny real vote.
         let s = scores(&[(1, 1e-30)], &[(2, 1e30)]);
-        let d = pick(&s, 4, 0.05, 0.0, &StaticLoad::idle(4), &mut Rng::new(1));
+        let d = pick(&s, 4, 0.05, 0.0, &StaticLoad::idle(4), &mut Rng::new(1)).unwrap();
         assert_eq!(d, Decision::to(1, Reason::Vote));
     }
 
@@ -267,13 +268,13 @@ mod tests {
         // total 40, 4 live, eps 0: cap = ceil(41 / 4) = 11.
         let load = StaticLoad::new(vec![5, 5, 20, 10]);
         let s = scores(&[(2, 5.0), (3, 4.0), (0, 1.0)], &[]);
-        let d = pick(&s, 4, 0.0, 0.0, &load, &mut Rng::new(1));
+        let d = pick(&s, 4, 0.0, 0.0, &load, &mut Rng::new(1)).unwrap();
         assert_eq!(d, Decision::to(3, Reason::Overflow));
         let s = scores(&[(2, 5.0)], &[]);
-        let d = pick(&s, 4, 0.0, 0.0, &load, &mut Rng::new(1));
+        let d = pick(&s, 4, 0.0, 0.0, &load, &mut Rng::new(1)).unwrap();
         assert_eq!(d.reason, Reason::Overflow);
         assert!(d.replica != 2);
-        let d = pick(&Scores::new(), 4, 0.0, 0.0, &load, &mut Rng::new(1));
+        let d = pick(&Scores::new(), 4, 0.0, 0.0, &load, &mut Rng::new(1)).unwrap();
         assert_eq!(d.reason, Reason::NoVote);
         assert!(d.replica != 2);
     }
@@ -282,13 +283,10 @@ mod tests {
     fn dead_replicas_do_not_rank() {
         let load = StaticLoad::with_live(vec![0; 4], vec![true, true, false, true]);
         let s = scores(&[(2, 5.0), (3, 4.0)], &[]);
-        let d = pick(&s, 4, 0.05, 0.0, &load, &mut Rng::new(1));
+        let d = pick(&s, 4, 0.05, 0.0, &load, &mut Rng::new(1)).unwrap();
         assert_eq!(d, Decision::to(3, Reason::Vote));
         let none = StaticLoad::with_live(vec![0; 4], vec![false; 4]);
-        assert_eq!(
-            pick(&s, 4, 0.05, 0.0, &none, &mut Rng::new(1)),
-            Decision::NONE_LIVE
-        );
+        assert_eq!(pick(&s, 4, 0.05, 0.0, &none, &mut Rng::new(1)), None);
     }
 
     #[test]
@@ -297,18 +295,38 @@ mod tests {
         // 13, cap ceil(1.05·14/4) = 4: both are under it); replica 0 is idle but no home.
         let s = scores(&[(1, 10.0), (3, 9.0), (0, 5.0)], &[]);
         let load = StaticLoad::new(vec![0, 3, 9, 1]);
-        let d = pick(&s, 4, 0.05, 0.85, &load, &mut Rng::new(1));
+        let d = pick(&s, 4, 0.05, 0.85, &load, &mut Rng::new(1)).unwrap();
         assert_eq!(d, Decision::to(3, Reason::Vote));
         // 0.95: replica 3 is not a home; off: the top vote as before.
-        assert_eq!(pick(&s, 4, 0.05, 0.95, &load, &mut Rng::new(1)).replica, 1);
-        assert_eq!(pick(&s, 4, 0.05, 0.0, &load, &mut Rng::new(1)).replica, 1);
+        assert_eq!(
+            pick(&s, 4, 0.05, 0.95, &load, &mut Rng::new(1))
+                .unwrap()
+                .replica,
+            1
+        );
+        assert_eq!(
+            pick(&s, 4, 0.05, 0.0, &load, &mut Rng::new(1))
+                .unwrap()
+                .replica,
+            1
+        );
         // A home at or over the cap does not take it: total 18, cap ceil(1.05·19/4) = 5.
         let load = StaticLoad::new(vec![0, 4, 9, 5]);
-        assert_eq!(pick(&s, 4, 0.05, 0.85, &load, &mut Rng::new(1)).replica, 1);
+        assert_eq!(
+            pick(&s, 4, 0.05, 0.85, &load, &mut Rng::new(1))
+                .unwrap()
+                .replica,
+            1
+        );
         // Stand-in votes never make a home.
         let s = scores(&[(1, 10.0)], &[(3, 1e9)]);
         let load = StaticLoad::new(vec![4, 2, 4, 0]);
-        assert_eq!(pick(&s, 4, 0.05, 0.85, &load, &mut Rng::new(1)).replica, 1);
+        assert_eq!(
+            pick(&s, 4, 0.05, 0.85, &load, &mut Rng::new(1))
+                .unwrap()
+                .replica,
+            1
+        );
     }
 
     /// A static load that also reports requests in flight, as the server's and the queueing
@@ -341,13 +359,18 @@ mod tests {
             base: StaticLoad::new(loads),
             in_flight,
         };
-        let pick_with = |v: &WithInFlight| pick(&s, 4, 0.05, 0.85, v, &mut Rng::new(1));
+        let pick_with = |v: &WithInFlight| pick(&s, 4, 0.05, 0.85, v, &mut Rng::new(1)).unwrap();
         // Replica 1 has the lower window load but 5 requests waiting; replica 3 has 1.
         let d = pick_with(&view(vec![0, 1, 9, 3], vec![0, 5, 0, 1]));
         assert_eq!(d, Decision::to(3, Reason::Vote));
         // Without requests in flight (the trace simulator) the window load decides.
         let plain = StaticLoad::new(vec![0, 1, 9, 3]);
-        assert_eq!(pick(&s, 4, 0.05, 0.85, &plain, &mut Rng::new(1)).replica, 1);
+        assert_eq!(
+            pick(&s, 4, 0.05, 0.85, &plain, &mut Rng::new(1))
+                .unwrap()
+                .replica,
+            1
+        );
         // Equal requests in flight: the load breaks the tie.
         assert_eq!(
             pick_with(&view(vec![0, 3, 9, 1], vec![0, 2, 0, 2])).replica,

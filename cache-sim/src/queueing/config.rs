@@ -10,9 +10,9 @@ use balancer::load::{LoadKind, MAX_REPLICAS};
 use balancer::policy::RoutingPolicy;
 use serde::Serialize;
 
-use crate::eviction::EvictionKind;
+use eviction::EvictionKind;
 
-pub use balancer::load::{DEFAULT_STALL_EPS, DEFAULT_STALL_SLACK, DEFAULT_WORK_QUERY_BYTES};
+use balancer::load::{DEFAULT_STALL_EPS, DEFAULT_STALL_SLACK, DEFAULT_WORK_QUERY_BYTES};
 /// The replica's default `--max-inflight`.
 pub const DEFAULT_MAX_INFLIGHT: u64 = 256;
 /// Blocking threads the replica starts beyond `--max-inflight` (its tokio runtime's

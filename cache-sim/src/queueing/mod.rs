@@ -5,7 +5,7 @@
 //! are routed at their arrival time by a `balancer` [`RoutingPolicy`] over the balancer's
 //! load views ([`balancer::load::Window`] for `window` and `work`, [`InFlight`] for
 //! `in-flight`, with the server's stall guard), and served by replicas modelled on the
-//! `replica` binary: the same eviction code ([`crate::eviction`]) behind single-flight
+//! `replica` binary: the same eviction code ([`eviction`]) behind single-flight
 //! misses, the flash emulation's token bucket and latency, a per-query CPU part, the
 //! admission limit (`--max-inflight`, beyond it HTTP 503) and the worker pool. Service
 //! times can also be drawn from exponential, shifted-exponential or Weibull laws, for the
@@ -38,7 +38,6 @@ mod server;
 mod service;
 pub mod sweep;
 pub mod theory;
-mod view;
 
 use std::ops::Range;
 
@@ -51,9 +50,9 @@ pub use config::{
 pub use result::{LatencyMs, PhaseResult};
 pub use sweep::{latency_sweep, SweepPoint};
 
-use crate::eviction::{with_cache_type, Cache, CacheVisitor};
 use crate::sim::Trace;
 use engine::Engine;
+use eviction::{with_cache_type, Cache, CacheVisitor};
 
 /// A phase runner with its cache type erased (one virtual call per phase).
 trait Phases {

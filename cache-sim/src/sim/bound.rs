@@ -6,7 +6,7 @@
 
 use super::replay::{ratio, SimConfig};
 use super::trace::Trace;
-use crate::eviction::new_cache;
+use eviction::new_cache;
 
 /// Miss bytes ratio over the test part of one cache of `replicas × capacity_bytes`.
 pub fn one_big_cache(trace: &Trace, cfg: &SimConfig) -> f64 {

@@ -11,7 +11,7 @@ use serde::Serialize;
 use super::bound::one_big_cache;
 use super::replay::{replay, NoObserver, SimConfig, SimLoad, SimResult};
 use super::trace::Trace;
-use crate::eviction::EvictionKind;
+use eviction::EvictionKind;
 
 /// What to run.
 #[derive(Clone, Debug)]

@@ -9,9 +9,11 @@
 //! - [`bound`] is the reference point: one cache of R times the capacity.
 //! - [`grid`] runs many (policy, cache size) configurations in parallel.
 //! - [`switch`] simulates a live switch between two voting tables, ramped or instant.
+//! - [`parts`] watches a replay's flash bytes per replica over parts of the test stream.
 
 pub mod bound;
 pub mod grid;
+pub mod parts;
 pub mod replay;
 pub mod switch;
 pub mod trace;

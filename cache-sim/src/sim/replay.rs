@@ -18,8 +18,8 @@ use data::tokenizer::MAX_TERMS;
 use serde::Serialize;
 
 use super::trace::Trace;
-use crate::eviction::{with_cache_type, Cache, CacheVisitor, EvictionKind};
 use balancer::load::Window;
+use eviction::{with_cache_type, Cache, CacheVisitor, EvictionKind};
 
 /// Queries per load window in the standard evaluation.
 pub const DEFAULT_WINDOW: usize = 10_000;
@@ -214,7 +214,9 @@ pub fn replay_into<C: Cache, O: Observer>(
             *slot = trace.term_hashes[t as usize];
         }
         let key = QueryKey::new(trace.query_hashes[q], &hashes[..n]);
-        let decision = policy.route(&key, &load, &mut rng);
+        let decision = policy
+            .route(&key, &load, &mut rng)
+            .expect("every simulated replica is live");
         let replica = decision.replica;
         let counted = q >= trace.train_len;
         let mut missed_here = 0u64;

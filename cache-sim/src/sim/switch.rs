@@ -43,10 +43,9 @@ use super::replay::{ratio, replay, Observer, SimConfig, SimResult};
 use super::trace::Trace;
 
 /// Default length of the ramp, in queries: about one cache refill. An instant switch's
-/// cold spike is over within about 1,000 queries at R = 8 with 5% caches (AOL and the
-/// synthetic log), and a ramp costs extra misses for as long as it lasts (the caches hold
-/// both tables' working sets), so ramps much longer than that raise the peak instead of
-/// lowering it (README, "Replaying a log over HTTP, and simulating a table switch").
+/// cold spike is over within about a refill, and a ramp costs extra misses for as long as
+/// it lasts (the caches hold both tables' working sets), so ramps much longer than that
+/// raise the peak instead of lowering it (docs/operations.md, "Switching tables live").
 pub const DEFAULT_RAMP: usize = 2_000;
 /// Queries after the end of the ramp that still count towards the transition peak.
 pub const TRANSITION_SETTLE: usize = 5_000;
@@ -301,13 +300,13 @@ pub fn simulate_switch(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::eviction::EvictionKind;
     use crate::sim::replay::replay;
     use balancer::policy::table::TablePolicy;
     use balancer::policy::PolicyParams;
     use data::rng::Rng as DataRng;
     use data::sizes::{SizeTable, Sizes};
     use data::table::TableRow;
+    use eviction::EvictionKind;
     use std::collections::BTreeMap;
 
     const R: usize = 4;

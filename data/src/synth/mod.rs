@@ -891,20 +891,4 @@ mod tests {
         let top = (KIND_COMMON << KIND_SHIFT) | 1;
         assert!(m.popularity(top) > 10_000.0);
     }
-
-    #[test]
-    fn freq_tsv_round_trips() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("freq.tsv");
-        let freq = vec![("ba".to_string(), 1.234e-3), ("be".to_string(), 5.0e-9)];
-        write_freq_tsv(&path, &freq).unwrap();
-        let text = std::fs::read_to_string(&path).unwrap();
-        assert_eq!(
-            text,
-            "word\tfrequency_per_token\nba\t1.234e-3\nbe\t5.000e-9\n"
-        );
-        let table = crate::sizes::FreqTable::read_tsv(&path).unwrap();
-        assert_eq!(table.get("ba"), Some(1.234e-3));
-        assert_eq!(table.get("be"), Some(5.0e-9));
-    }
 }

@@ -14,7 +14,8 @@
 //! A table file is untrusted input (the balancer accepts uploads), so reading it is bounded
 //! by [`TableLimits`] (module `limits`): the footer is checked before it is parsed, the row counts
 //! and column sizes it declares before any page is read, every page header and each `term`
-//! dictionary before any value is decoded (module `pages`), and each record batch of
+//! dictionary before any value is decoded (module `pages`, on the walk of
+//! [`crate::parquet_guard`]), and each record batch of
 //! [`BATCH_ROWS`] rows before its rows are materialized. Only the three table columns are
 //! decoded; the file's embedded Arrow schema is ignored (the Parquet types decide).
 
@@ -25,7 +26,6 @@ pub use limits::{Limit, TableLimits};
 
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -393,23 +393,20 @@ impl VotingTable {
     }
 
     /// [`VotingTable::read_from`], with a panic of the Parquet decoder turned into
-    /// [`TableError::Malformed`]: `parquet` 60 asserts on some malformed page data (an
-    /// over-long varint in RLE-encoded levels, found by fuzzing) that no header check can
-    /// see. Everything the read allocated is local and is dropped by the unwind. (With
-    /// `panic = "abort"` such a file would abort the process instead.)
+    /// [`TableError::Malformed`] ([`crate::parquet_guard::catch_decoder_panic`]): `parquet`
+    /// asserts on some malformed page data (an over-long varint in RLE-encoded levels, found
+    /// by fuzzing) that no header check can see. Everything the read allocated is local and
+    /// is dropped by the unwind.
     fn read_guarded<R: ChunkReader + 'static>(
         reader: R,
         path: &Path,
         expected_replicas: Option<u16>,
         limits: &TableLimits,
     ) -> Result<Self, TableError> {
-        let read = AssertUnwindSafe(|| Self::read_from(reader, path, expected_replicas, limits));
-        std::panic::catch_unwind(read).unwrap_or_else(|payload| {
-            let detail = payload
-                .downcast_ref::<&str>()
-                .map(|s| (*s).to_owned())
-                .or_else(|| payload.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "the decoder failed".to_owned());
+        crate::parquet_guard::catch_decoder_panic(|| {
+            Self::read_from(reader, path, expected_replicas, limits)
+        })
+        .unwrap_or_else(|detail| {
             Err(TableError::Malformed {
                 path: path.to_owned(),
                 detail,

@@ -35,7 +35,7 @@ pub fn run(args: &AggregateArgs) -> Result<()> {
     use crate::engine::count::{block_on, count_queries, count_texts, session, write_counts};
     use crate::engine::input;
     use anyhow::Context;
-    use data::log::TimeRange;
+    use querylog::TimeRange;
 
     let engine = &args.engine;
     let (counts, source) = match args.log.log.as_deref() {

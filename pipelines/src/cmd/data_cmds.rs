@@ -6,10 +6,10 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use data::log::{format_timestamp, read_log_with, write_log_parquet, LogRecord, ReadOptions};
-use data::stats::{log_stats, postings_stats};
 use data::synth::{generate, write_freq_tsv, SynthConfig};
 use data::tokenizer::Tokens;
+use querylog::stats::{log_stats, postings_stats};
+use querylog::{format_timestamp, read_log_with, write_log_parquet, LogRecord, ReadOptions};
 use rustc_hash::FxHashSet;
 
 use crate::inputs::{LayoutArgs, LogArgs, SizeArgs};
@@ -246,7 +246,7 @@ pub fn stats(args: &StatsArgs) -> Result<()> {
         println!(
             "  {:<48} {}",
             "distinct users",
-            data::stats::thousands(users as u64)
+            querylog::stats::thousands(users as u64)
         );
     }
     let times: Vec<i64> = dataset.timestamps.present().collect();

@@ -9,15 +9,16 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use balancer::policy::PolicyKind;
-use cache_sim::eviction::EvictionKind;
 use cache_sim::sim::replay::DEFAULT_WINDOW;
 use cache_sim::sim::{run_grid, GridConfig, GridOutput, Trace};
 use clap::Args;
 use data::table::VotingTable;
+use eviction::EvictionKind;
 use serde_json::json;
 
 use crate::chart::{line_chart, Series};
 use crate::inputs::{LogArgs, SizeArgs, SplitArgs};
+use crate::json::write_json;
 use crate::progress::Stage;
 use crate::routing_args::RoutingArgs;
 
@@ -50,7 +51,7 @@ pub struct EvalArgs {
     #[arg(long, default_value = "lru")]
     pub eviction: EvictionKind,
     /// Load-bound slack of the bounded policies.
-    #[arg(long, default_value_t = 0.05)]
+    #[arg(long, default_value_t = balancer::policy::DEFAULT_EPS)]
     pub eps: f64,
     /// Trailing window (queries) of the simulated load view.
     #[arg(long, default_value_t = DEFAULT_WINDOW)]
@@ -159,12 +160,6 @@ pub fn run(args: &EvalArgs) -> Result<EvalReport> {
     })
 }
 
-/// Writes pretty JSON, naming the file on failure.
-pub fn write_json(path: &Path, doc: &serde_json::Value) -> Result<()> {
-    let text = serde_json::to_string_pretty(doc)?;
-    std::fs::write(path, text + "\n").with_context(|| format!("{}: cannot write", path.display()))
-}
-
 fn print_table(out: &GridOutput) {
     println!(
         "{:<14} {:>10} {:>9} {:>10} {:>11} {:>12} {:>9} {:>11} {:>9} {:>10} {:>9}",
@@ -232,25 +227,6 @@ fn draw(path: &Path, out: &GridOutput, replicas: usize) -> Result<()> {
         "miss bytes ratio",
         &mut series,
     )
-}
-
-/// `ballot eval` as parsed: the grid of policies, or (with `--switch-table`) the
-/// simulation of a live table switch ([`super::switch`]), which shares every other option.
-#[derive(Args, Debug)]
-pub struct EvalCli {
-    #[command(flatten)]
-    pub eval: EvalArgs,
-    #[command(flatten)]
-    pub switch: super::switch::SwitchArgs,
-}
-
-/// Runs `ballot eval` in the mode its arguments ask for.
-pub fn run_cli(cli: &EvalCli) -> Result<()> {
-    if cli.switch.switch_table.is_some() {
-        super::switch::run(&cli.eval, &cli.switch)
-    } else {
-        run(&cli.eval).map(|_| ())
-    }
 }
 
 /// Checks the arguments every mode of `eval` shares.

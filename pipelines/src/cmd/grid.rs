@@ -14,8 +14,8 @@ use clap::Args;
 use learner::{train, TrainConfig};
 use serde_json::json;
 
-use super::eval::write_json;
 use crate::inputs::{LogArgs, SizeArgs, SplitArgs};
+use crate::json::write_json;
 use crate::routing_args::RoutingArgs;
 
 /// Arguments of `ballot grid`.
@@ -37,7 +37,7 @@ pub struct GridArgs {
     )]
     pub configs: Vec<String>,
     /// Load-bound slack.
-    #[arg(long, default_value_t = 0.05)]
+    #[arg(long, default_value_t = balancer::policy::DEFAULT_EPS)]
     pub eps: f64,
     /// Seed of training and simulation.
     #[arg(long, default_value_t = 1)]

@@ -11,5 +11,3 @@ pub mod retrain;
 pub mod simulate;
 pub mod switch;
 pub mod train;
-#[cfg(feature = "cluster")]
-pub mod train_engine;

@@ -15,7 +15,6 @@
 //! by the log part, `--queries` and `--duration`; Ctrl-C stops at once, cancels what is in
 //! flight and still reports what was measured.
 
-mod client;
 pub mod histogram;
 pub mod stats;
 
@@ -32,10 +31,11 @@ use serde_json::{json, Value};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use self::client::{check_reachable, get, BaseUrl, HttpClient};
 use self::histogram::Histogram;
 use self::stats::ClusterStats;
+use crate::client::{self, check_reachable, get, BaseUrl, HttpClient};
 use crate::inputs::{LogArgs, SplitArgs};
+use crate::json::write_json;
 
 /// Which part of the split log to replay.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -770,12 +770,6 @@ async fn closed_loop(
         let _ = h.await;
     }
     sent.load(Ordering::Relaxed)
-}
-
-/// Writes pretty JSON, naming the file on failure.
-fn write_json(path: &std::path::Path, doc: &Value) -> Result<()> {
-    let text = serde_json::to_string_pretty(doc)?;
-    std::fs::write(path, text + "\n").with_context(|| format!("{}: cannot write", path.display()))
 }
 
 fn ms(ns: u64) -> f64 {

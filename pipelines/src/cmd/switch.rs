@@ -20,8 +20,9 @@ use clap::Args;
 use data::table::VotingTable;
 use serde_json::json;
 
-use super::eval::{base_config, load_trace, validate, write_json, EvalArgs};
+use super::eval::{base_config, load_trace, validate, EvalArgs};
 use crate::chart::{line_chart, Series};
+use crate::json::write_json;
 use crate::progress::Stage;
 
 /// The table-switch options of `ballot eval`.

@@ -5,15 +5,15 @@
 use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
-use cache_sim::eviction::EvictionKind;
 use cache_sim::sim::{capacity_of, distinct_bytes_of};
 use clap::Args;
+use eviction::EvictionKind;
 use learner::refine::RefineConfig;
 use learner::{train, Progress, TrainConfig};
 
-use super::eval::write_json;
 use crate::chart::{line_chart, Series};
 use crate::inputs::{LogArgs, SizeArgs, SplitArgs};
+use crate::json::write_json;
 use crate::progress::Stage;
 use crate::routing_args::RoutingArgs;
 
@@ -39,7 +39,7 @@ pub struct TrainArgs {
     #[arg(long, default_value_t = EvictionKind::SERVING_DEFAULT)]
     pub eviction: EvictionKind,
     /// Load-bound slack.
-    #[arg(long, default_value_t = 0.05)]
+    #[arg(long, default_value_t = balancer::policy::DEFAULT_EPS)]
     pub eps: f64,
     /// Refinement iterations after the initial table.
     #[arg(long, default_value_t = RefineConfig::default().iterations)]
@@ -109,7 +109,7 @@ pub fn run(args: &TrainArgs) -> Result<()> {
     }
     if let Some(engine) = &args.engine {
         #[cfg(feature = "cluster")]
-        return super::train_engine::run(args, engine);
+        return run_counted(args, engine);
         #[cfg(not(feature = "cluster"))]
         return Err(crate::engine::not_built().context(format!("--engine {engine}")));
     }
@@ -138,8 +138,70 @@ pub fn run(args: &TrainArgs) -> Result<()> {
     write_outputs(args, &out)
 }
 
+/// `ballot train --engine`: trains from the counts the engine aggregated
+/// ([`crate::engine::fit`]) with `learner::train::train_counted`.
+#[cfg(feature = "cluster")]
+fn run_counted(args: &TrainArgs, engine: &crate::engine::Engine) -> Result<()> {
+    use learner::train::{train_counted, CountedLog};
+    let Some(dir) = args.log.log.as_deref().filter(|p| p.is_dir()) else {
+        bail!("--engine trains on a directory of daily Parquet partitions (--log DIR, date=YYYY-MM-DD/...)");
+    };
+    let range = querylog::TimeRange::parse(args.log.from.as_deref(), args.log.to.as_deref())
+        .map_err(anyhow::Error::msg)?;
+    let fit = crate::engine::fit::read_fit(
+        crate::engine::fit::FitSpec {
+            dir,
+            range,
+            layout: args.log.layout.spec()?,
+            keep_repeats: args.log.keep_repeats,
+            refine_sample: args.refine_sample,
+        },
+        engine,
+    )?;
+    let replay: Vec<&str> = fit
+        .replay
+        .iter()
+        .flat_map(|q| (0..q.len()).map(move |i| q.get(i)))
+        .collect();
+    let validation: Vec<&str> = (0..fit.validation.len())
+        .map(|i| fit.validation.get(i))
+        .collect();
+    let sizes = args.sizes.load_for(&dir.display().to_string())?;
+    let fit_counts = fit.counts.as_refs();
+    // The capacity as `ballot eval` defines it, over the distinct texts this run sees.
+    let capacity = capacity_of(
+        distinct_bytes_of(
+            fit_counts
+                .iter()
+                .map(|&(q, _)| q)
+                .chain(validation.iter().copied()),
+            &sizes,
+        ),
+        args.cache_frac,
+    );
+    let cfg = train_config(args, capacity)?;
+    eprintln!(
+        "training on {} fit records of {} days ({} distinct, the newest {} read for the replay) and {} validation records: R = {}, capacity {} bytes per replica",
+        fit.counts.records(),
+        fit.fit_days,
+        fit_counts.len(),
+        replay.len(),
+        validation.len(),
+        args.replicas,
+        capacity
+    );
+    let log = CountedLog {
+        fit_counts: &fit_counts,
+        replay: &replay,
+        validation: &validation,
+    };
+    let out =
+        reported(|on_stage, on_progress| train_counted(&log, &sizes, &cfg, on_stage, on_progress))?;
+    write_outputs(args, &out)
+}
+
 /// The training configuration `args` ask for, with a per-replica `capacity`.
-pub(crate) fn train_config(args: &TrainArgs, capacity: u64) -> Result<TrainConfig> {
+fn train_config(args: &TrainArgs, capacity: u64) -> Result<TrainConfig> {
     Ok(TrainConfig {
         load: args.routing.sim_load_for(balancer::PolicyKind::Table)?,
         homes: args.routing.homes,
@@ -164,7 +226,7 @@ pub(crate) fn train_config(args: &TrainArgs, capacity: u64) -> Result<TrainConfi
 }
 
 /// Writes the table, and the report and chart when asked, and prints the summary line.
-pub(crate) fn write_outputs(args: &TrainArgs, out: &learner::TrainOutput) -> Result<()> {
+fn write_outputs(args: &TrainArgs, out: &learner::TrainOutput) -> Result<()> {
     out.table
         .write_parquet(&args.output)
         .context("writing the voting table")?;
@@ -224,7 +286,7 @@ pub fn train_reported(
 }
 
 /// Runs a training entry point with progress on stderr (see [`train_reported`]).
-pub(crate) fn reported(
+fn reported(
     run: impl FnOnce(
         &mut dyn FnMut(&learner::report::StageTime),
         &mut (dyn FnMut(&Progress<'_>) + Send),

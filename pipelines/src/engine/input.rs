@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Result};
-use data::log::{list_partitions, parquet_layout, LayoutSpec, Shape, TimeRange, DAY_MS};
+use querylog::{list_partitions, parquet_layout, LayoutSpec, Shape, TimeRange, DAY_MS};
 
 /// The files to aggregate, in path order, with their partition days (unix ms at midnight
 /// UTC; None for a single file).

@@ -10,6 +10,8 @@ pub mod cluster;
 #[cfg(feature = "cluster")]
 pub mod count;
 #[cfg(feature = "cluster")]
+pub mod fit;
+#[cfg(feature = "cluster")]
 pub mod input;
 
 /// Where the aggregation runs.

@@ -1,11 +1,27 @@
-//! Helpers shared by the `ballot` command tests: run the real binary, and locate the real
-//! logs through `BALLOT_DATA`.
+//! Helpers shared by the `ballot` command tests: run the real binary (under a deadline,
+//! with `e2e`'s process helpers), and locate the real logs through `BALLOT_DATA`.
 
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
+
+/// Stdout as text.
+pub fn stdout(out: &Output) -> String {
+    e2e::stdout(out)
+}
+
+/// Stderr as text.
+pub fn stderr(out: &Output) -> String {
+    e2e::stderr(out)
+}
+
+/// `$BALLOT_DATA/<name>`: `None` when `BALLOT_DATA` is unset (the test then skips); panics
+/// when it is set but the file is missing (the test must fail, not skip).
+pub fn real_data(name: &str) -> Option<PathBuf> {
+    e2e::real_data(name)
+}
 
 /// The longest any one `ballot` command of these tests may run (the real-log grid takes a
 /// few minutes on a 2-core machine): a hang fails the test, naming the command.
@@ -19,11 +35,6 @@ pub fn ballot(args: &[&str]) -> Output {
         COMMAND_LIMIT,
         &format!("ballot {}", args.join(" ")),
     )
-}
-
-/// Stderr as text.
-pub fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 /// Runs `ballot` with `args` and checks that it fails cleanly: exit code 1, no panic, and
@@ -44,24 +55,6 @@ pub fn assert_exit(args: &[&str], code: i32, needles: &[&str]) {
             "{args:?}: stderr should mention {n:?}: {err}"
         );
     }
-}
-
-/// Stdout as text.
-pub fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// `$BALLOT_DATA/<name>`: None when `BALLOT_DATA` is unset (the test then skips); panics
-/// when it is set but the file is missing (the test must fail, not skip).
-pub fn real_data(name: &str) -> Option<PathBuf> {
-    let dir = std::env::var_os("BALLOT_DATA")?;
-    let path = PathBuf::from(dir).join(name);
-    assert!(
-        path.is_file(),
-        "BALLOT_DATA is set but {} is missing",
-        path.display()
-    );
-    Some(path)
 }
 
 /// A JSON file the command wrote.
@@ -85,7 +78,7 @@ const DAY_MS: i64 = 86_400_000;
 /// `days` daily partitions of equal size under `dir/lake` (`date=2006-03-01/part-0.parquet`,
 /// ..., and a `_SUCCESS` marker); returns the frequency table's path.
 pub fn partitioned_log(dir: &Path, queries: usize, days: usize) -> PathBuf {
-    use data::log::{read_log, write_log_parquet, LogRecord, ReadOptions};
+    use querylog::{read_log, write_log_parquet, LogRecord, ReadOptions};
     assert!((1..=9).contains(&days), "one-digit days only");
     let flat = dir.join("flat.parquet");
     let n = queries.to_string();

@@ -29,9 +29,10 @@ use data::hash::{mix64, term_hash};
 use data::sizes::SizeTable;
 
 use super::format::{
-    list_header, put_varint, IndexError, Manifest, DIRECTORY_FILE, DIR_MAGIC, FORMAT_VERSION,
-    MANIFEST_FILE, MAX_TERM_BYTES, POSTINGS_FILE, SIZES_FILE,
+    list_header, IndexError, Manifest, DIRECTORY_FILE, DIR_MAGIC, FORMAT_VERSION, MANIFEST_FILE,
+    MAX_TERM_BYTES, POSTINGS_FILE, SIZES_FILE,
 };
+use crate::varint;
 
 /// Name of the doc-id generator, recorded in the manifest.
 pub const GENERATOR: &str = "stratified-splitmix64-v1";
@@ -138,7 +139,7 @@ pub fn build_index(
         list.extend_from_slice(&[0u8; 16]);
         let mut prev = 0u32;
         for (i, doc) in doc_ids(term, *df, docs).enumerate() {
-            put_varint(&mut list, if i == 0 { doc } else { doc - prev });
+            varint::put(&mut list, if i == 0 { doc } else { doc - prev });
             prev = doc;
         }
         let payload_len = u32::try_from(list.len() - 16).map_err(|_| {

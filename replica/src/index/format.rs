@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::postings::{Postings, PostingsBuilder};
+use crate::varint;
 
 /// Magic of a stored postings list.
 pub const LIST_MAGIC: [u8; 4] = *b"BLPL";
@@ -123,16 +124,6 @@ pub struct TermEntry {
     pub crc32: u32,
 }
 
-/// Appends `v` as a LEB128 varint.
-#[inline]
-pub fn put_varint(out: &mut Vec<u8>, mut v: u32) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
 /// The 16-byte header of a stored list.
 pub fn list_header(term_id: u32, df: u32, payload_len: u32) -> [u8; LIST_HEADER_LEN] {
     let mut h = [0u8; LIST_HEADER_LEN];
@@ -204,22 +195,9 @@ pub fn decode_list(
     let mut prev: u64 = 0;
     while pos < payload.len() {
         let start = pos;
-        let mut v: u64 = 0;
-        let mut shift = 0u32;
-        loop {
-            let Some(&b) = payload.get(pos) else {
-                return Err(CorruptList::Payload("truncated varint".into()));
-            };
-            pos += 1;
-            if shift > 28 {
-                return Err(CorruptList::Payload("varint too long".into()));
-            }
-            v |= u64::from(b & 0x7f) << shift;
-            shift += 7;
-            if b & 0x80 == 0 {
-                break;
-            }
-        }
+        let v = u64::from(
+            varint::read(payload, &mut pos).map_err(|e| CorruptList::Payload(e.to_string()))?,
+        );
         let doc = prev + v;
         if (count > 0 && v == 0) || doc >= u64::from(docs) {
             return Err(CorruptList::Payload(format!(
@@ -246,7 +224,7 @@ mod tests {
         let mut payload = Vec::new();
         let mut prev = 0;
         for (i, &d) in ids.iter().enumerate() {
-            put_varint(&mut payload, if i == 0 { d } else { d - prev });
+            varint::put(&mut payload, if i == 0 { d } else { d - prev });
             prev = d;
         }
         let mut bytes = list_header(term_id, ids.len() as u32, payload.len() as u32).to_vec();

@@ -5,11 +5,9 @@
 //!
 //! Why written here instead of hyper's client: hyper drives each client connection from a
 //! task of its own, so every proxied request crossed tasks twice (hyper's dispatch channel
-//! to the connection's task, a oneshot back). Against static backends
-//! (`BACKENDS=static bash bench/haproxy-vs-ballot.sh`) the balancer spent 18.8–20.1 µs of
-//! CPU per request with hyper's client against HAProxy's 14.1–14.5, most of the difference
-//! in user space, and 15.4–15.5 µs with this one (docs/results.md, "HAProxy side by side").
-//! Here the exchange runs in the request's own task.
+//! to the connection's task, a oneshot back), and the balancer spent a third more CPU per
+//! request than HAProxy against static backends; here the exchange runs in the request's
+//! own task (docs/results.md, "The proxy alone", has the CPU per request of both).
 //! Only what a proxy of `GET` needs is here: no request bodies, no upgrades (a 101 answer
 //! is an error), no pipelining; interim 1xx answers are skipped.
 

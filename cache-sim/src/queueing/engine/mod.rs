@@ -42,8 +42,8 @@ use super::events::Events;
 use super::result::PhaseResult;
 use super::server::Server;
 use super::service::exp;
-use crate::eviction::Cache;
 use crate::sim::Trace;
+use eviction::Cache;
 
 /// "No term": a task with no read to finish.
 const NIL: u32 = u32::MAX;

@@ -4,16 +4,16 @@
 //! `balancer-server` updates them). Also the zero-time path that replays a query as the
 //! trace simulator does.
 
-use balancer::load::{LoadKind, LoadView};
+use balancer::load::{first_n_bits, Guarded, LoadKind, LoadView, Stall};
 use balancer::policy::{QueryKey, Reason};
 use data::hash::mix64;
 use data::tokenizer::MAX_TERMS;
 
+use eviction::Cache;
+
 use super::{Engine, Query, Task, NIL};
-use crate::eviction::Cache;
 use crate::queueing::config::{Router, Service};
 use crate::queueing::service::draw;
-use crate::queueing::view::SimView;
 
 impl<C: Cache> Engine<'_, C> {
     /// The policy's replica index for query `q` now (counted in the overflow share when
@@ -41,10 +41,20 @@ impl<C: Cache> Engine<'_, C> {
         let b = &self.cfg.balancer;
         let (base, stall): (&dyn LoadView, _) = match b.load {
             LoadKind::InFlight => (&self.in_flight, None),
-            LoadKind::Window | LoadKind::Work => (&self.window, Some((b.stall_eps, b.stall_slack))),
+            LoadKind::Window | LoadKind::Work => (
+                &self.window,
+                Some(Stall {
+                    eps: b.stall_eps,
+                    slack: b.stall_slack,
+                }),
+            ),
         };
-        let view = SimView::new(base, &self.in_flight, self.replicas, stall);
-        let d = policy.route(&key, &view, &mut self.route_rng);
+        // Every replica of the simulated cluster is live and none is in slow start.
+        let live = first_n_bits(self.replicas);
+        let view = Guarded::new(base, &self.in_flight, self.replicas, live, stall);
+        let d = policy
+            .route(&key, &view, &mut self.route_rng)
+            .expect("every simulated replica is live");
         if counted {
             self.ph.decisions += 1;
             self.ph.overflow += u64::from(d.reason == Reason::Overflow);

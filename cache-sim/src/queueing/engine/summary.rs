@@ -4,9 +4,9 @@
 use std::time::Instant;
 
 use super::Engine;
-use crate::eviction::Cache;
 use crate::queueing::config::Arrivals;
 use crate::queueing::result::{ratio, shares, LatencyMs, PhaseResult};
+use eviction::Cache;
 
 impl<C: Cache> Engine<'_, C> {
     /// The phase's measurements.

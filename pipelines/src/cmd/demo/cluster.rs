@@ -232,7 +232,7 @@ pub struct ReplicaSpec {
     /// RAM cache bytes.
     pub cache_bytes: u64,
     /// Eviction policy of the RAM cache.
-    pub eviction: cache_sim::eviction::EvictionKind,
+    pub eviction: eviction::EvictionKind,
     /// Emulated flash bandwidth, MB/s.
     pub flash_read_mbps: Option<f64>,
 }

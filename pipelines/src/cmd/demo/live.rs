@@ -24,11 +24,11 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 use balancer::policy::{build_policy, PolicyKind, PolicyParams};
-use cache_sim::eviction::EvictionKind;
 use cache_sim::sim::replay::{replay, NoObserver, SimConfig, DEFAULT_WINDOW};
 use cache_sim::sim::{SimLoad, Trace};
 use data::sizes::Sizes;
 use data::table::VotingTable;
+use eviction::EvictionKind;
 use serde::Serialize;
 
 use super::cluster::{
@@ -452,7 +452,7 @@ fn routing_reasons(balancer: &Proc) -> Result<Reasons> {
 
 /// GET `path` on `addr`, expecting 200; returns the body.
 fn http_get(addr: &str, path: &str) -> Result<String> {
-    crate::http::get_text(addr, path, std::time::Duration::from_secs(10))
+    crate::client::get_text(addr, path, std::time::Duration::from_secs(10))
 }
 
 /// The simulator's prediction for one policy.
@@ -594,5 +594,5 @@ fn ratio(a: u64, b: u64) -> f64 {
 
 /// Writes the live report as JSON.
 pub fn write_json(path: &Path, report: &LiveReport) -> Result<()> {
-    crate::cmd::eval::write_json(path, &serde_json::to_value(report)?)
+    crate::json::write_json(path, &serde_json::to_value(report)?)
 }

@@ -18,9 +18,10 @@ use clap::Args;
 use learner::refine::RefineConfig;
 
 use super::build_index::{self, BuildIndexArgs};
-use super::eval::{parse_policies, run as run_eval, write_json, EvalArgs};
+use super::eval::{parse_policies, run as run_eval, EvalArgs};
 use super::train::{self, TrainArgs};
 use crate::inputs::{check_fraction, LogArgs, SizeArgs, SplitArgs};
+use crate::json::write_json;
 use crate::routing_args::RoutingArgs;
 
 /// Arguments of `ballot demo`.
@@ -57,8 +58,8 @@ pub struct DemoArgs {
     pub cache_frac: Vec<f64>,
     /// Eviction policy of the replicas' caches, trained for and simulated (lru, sieve or
     /// s3fifo).
-    #[arg(long, default_value_t = cache_sim::eviction::EvictionKind::SERVING_DEFAULT)]
-    pub eviction: cache_sim::eviction::EvictionKind,
+    #[arg(long, default_value_t = eviction::EvictionKind::SERVING_DEFAULT)]
+    pub eviction: eviction::EvictionKind,
     /// Train with this flash-balance weight (`ballot train --flash-price`; 0 = off).
     #[arg(long, default_value_t = 0.0)]
     pub flash_price: f64,
@@ -106,9 +107,6 @@ pub struct DemoArgs {
     #[arg(long)]
     pub sim_cores: Option<usize>,
 }
-
-/// Load-bound slack of every policy in the demo, simulated and live.
-const DEMO_EPS: f64 = 0.05;
 
 impl DemoArgs {
     fn validate(&self) -> Result<()> {
@@ -203,7 +201,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
         replicas: args.replicas,
         cache_frac: args.train_cache_frac,
         eviction: args.eviction,
-        eps: DEMO_EPS,
+        eps: balancer::policy::DEFAULT_EPS,
         iterations: defaults.iterations,
         seed: 1,
         min_term_freqs: vec![2, 3],
@@ -231,7 +229,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
         policies: "all".into(),
         table: Some(table.clone()),
         eviction: args.eviction,
-        eps: DEMO_EPS,
+        eps: balancer::policy::DEFAULT_EPS,
         window: cache_sim::sim::replay::DEFAULT_WINDOW,
         seed: 1,
         json: Some(args.out.join("eval.json")),
@@ -266,7 +264,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
             cache_bytes,
             eviction: args.eviction,
             flash_read_mbps: Some(args.flash_read_mbps),
-            eps: DEMO_EPS,
+            eps: balancer::policy::DEFAULT_EPS,
             routing: args.routing.clone(),
             warm,
             saturate: pick(&test[..n_sat]),

@@ -9,7 +9,7 @@ use anyhow::{bail, Context, Result};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::client::{get, BaseUrl, HttpClient};
+use crate::client::{get, BaseUrl, HttpClient};
 
 /// Monotonic counters of `/stats` whose deltas are reported.
 pub const COUNTERS: [&str; 8] = [

@@ -21,7 +21,6 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 use balancer::policy::{build_policy, PolicyParams, RoutingPolicy};
-use cache_sim::eviction::EvictionKind;
 use cache_sim::queueing::{
     latency_sweep, Arrivals, BalancerModel, Cores, Fanout, PhaseResult, QueueConfig, ReplicaModel,
     Router, Service, Simulator, SweepPoint,
@@ -30,6 +29,7 @@ use cache_sim::sim::replay::DEFAULT_WINDOW;
 use cache_sim::sim::Trace;
 use clap::{Args, ValueEnum};
 use data::table::VotingTable;
+use eviction::EvictionKind;
 use serde::Serialize;
 
 use super::eval::parse_policies;
@@ -106,7 +106,7 @@ pub struct SimulateArgs {
     #[arg(long, default_value = "lru")]
     pub eviction: EvictionKind,
     /// Load-bound slack of the bounded policies.
-    #[arg(long, default_value_t = 0.05)]
+    #[arg(long, default_value_t = balancer::policy::DEFAULT_EPS)]
     pub eps: f64,
     #[command(flatten)]
     pub routing: RoutingArgs,
@@ -114,10 +114,10 @@ pub struct SimulateArgs {
     #[arg(long, default_value_t = DEFAULT_WINDOW)]
     pub window: usize,
     /// Stall guard of `window` and `work` (the balancer's `stall_eps`).
-    #[arg(long, default_value_t = cache_sim::queueing::config::DEFAULT_STALL_EPS)]
+    #[arg(long, default_value_t = balancer::load::DEFAULT_STALL_EPS)]
     pub stall_eps: f64,
     /// Stall guard extra requests (the balancer's `stall_slack`).
-    #[arg(long, default_value_t = cache_sim::queueing::config::DEFAULT_STALL_SLACK)]
+    #[arg(long, default_value_t = balancer::load::DEFAULT_STALL_SLACK)]
     pub stall_slack: u64,
     /// Open-loop rate, queries/s (default: --load-frac × the first policy's saturation).
     #[arg(long)]

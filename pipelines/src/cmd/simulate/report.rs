@@ -89,7 +89,7 @@ pub fn write_json(
         },
         "results": results,
     });
-    crate::cmd::eval::write_json(path, &doc)
+    crate::json::write_json(path, &doc)
 }
 
 /// p99 latency against offered load, one curve per policy. Points where a policy is past
