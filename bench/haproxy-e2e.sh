@@ -51,7 +51,9 @@
 # simulates them; window, work or in-flight for all), BALLOT_CONFIG_EXTRA (top-level TOML lines
 # added to ballot's config, `\n`-separated), SKIP_BUILD=1 (use the binaries already in
 # target/release), FLASH_PRICE (0; `ballot train --flash-price`, which also balances the
-# flash bytes each replica reads).
+# flash bytes each replica reads), TARGET_VS_HAPROXY (1.3: the table's median throughput over
+# HAProxy's at least, when both run; every system must also fail no request; the script
+# exits 1 naming each target missed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -73,6 +75,7 @@ ROUNDS=${ROUNDS:-1}
 LB_THREADS=${LB_THREADS:-1}
 BALLOT_LOAD=${BALLOT_LOAD:-auto}
 FLASH_PRICE=${FLASH_PRICE:-0}
+TARGET_VS_HAPROXY=${TARGET_VS_HAPROXY:-1.3}
 BASE_PORT=${BASE_PORT:-18400}
 HAPROXY_PORT=$((BASE_PORT + 50))
 BALLOT_PORT=$((BASE_PORT + 60))
@@ -138,21 +141,9 @@ import json, sys
 print(json.load(open(sys.argv[1]))["results"][0]["capacity_bytes"])' "$EVAL")
 
 RUN=$(mktemp -d)
-PIDS=()
+# shellcheck source=bench/lib.sh
+. "$ROOT/bench/lib.sh"
 
-stop_all() { # SIGTERM everything started here, then SIGKILL what is left after 5 s
-  local p alive
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  for _ in $(seq 1 50); do
-    alive=0
-    for p in "${PIDS[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
-    [ "$alive" = 0 ] && break
-    sleep 0.1
-  done
-  for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-  for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
-  PIDS=()
-}
 cleanup() {
   stop_all
   if [ "${KEEP_LOGS:-0}" = 1 ]; then
@@ -163,16 +154,6 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-wait_line() { # log pattern pid: wait (20 s at most) for the line, fail if the process died
-  for _ in $(seq 1 400); do
-    grep -q "$2" "$1" 2>/dev/null && return 0
-    kill -0 "$3" 2>/dev/null || break
-    sleep 0.05
-  done
-  echo "no '$2' in $1:" >&2
-  cat "$1" >&2
-  exit 1
-}
 wait_port() { # port log pid (HAProxy prints nothing when it is ready)
   for _ in $(seq 1 400); do
     (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
@@ -393,3 +374,27 @@ print()
 print(f"per-replica query shares and flash bytes: {out}/test-*.txt; JSON reports: {out}/test-*.json")
 PY
 cp "$OUT/results.md" "$BENCH_DIR/e2e-results.md"
+
+# --- the verdict: the targets it printed, met or the script fails -------------------------
+python3 - "$OUT" "$ROUNDS" "$TARGET_VS_HAPROXY" $SYSTEMS <<'PY'
+import json, statistics, sys
+out, rounds, target = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+systems = sys.argv[4:]
+runs = {s: [json.load(open(f"{out}/test-{s}-{r}.json")) for r in range(1, rounds + 1)] for s in systems}
+missed = []
+for s, rs in runs.items():
+    errors = sum(sum(r["errors"].values()) for r in rs)
+    if errors:
+        missed.append(f"{s}: {errors} failed requests, target 0")
+if "table" in runs and "haproxy" in runs:
+    q = {s: statistics.median(r["throughput_qps"] for r in runs[s]) for s in ("table", "haproxy")}
+    ratio = q["table"] / q["haproxy"]
+    line = f"table / HAProxy throughput {ratio:.2f}x (medians {q['table']:.1f} / {q['haproxy']:.1f} ok/s), target >= {target}"
+    if ratio < target:
+        missed.append(line)
+    else:
+        print("target met: " + line)
+if missed:
+    sys.exit("TARGET MISSED: " + "; ".join(missed))
+print("target met: 0 failed requests")
+PY

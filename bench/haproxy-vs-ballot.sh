@@ -25,7 +25,9 @@
 # work), BALLOT_CONFIG_EXTRA (top-level lines added to ballot's config, `\n`-separated:
 # e.g. `routing_headers = true`), HOLD (seconds: start everything, print the ports and process ids, measure nothing,
 # and stop after HOLD seconds; for profiling with perf or strace), SKIP_BUILD=1
-# (use the binaries already in BIN_DIR), BIN_DIR (target/release).
+# (use the binaries already in BIN_DIR), BIN_DIR (target/release), TARGET_RPS (0.95) and
+# TARGET_P99 (1.20): the targets ballot / HAProxy must meet on the median of the rounds
+# (requests/s at least, p99 at most); the script exits 1 naming each one missed.
 #
 # Besides each balancer's CPU per request, the table shows wrk's (from /usr/bin/time, when
 # installed): the client's share of the two cores moves with what the balancer sends back.
@@ -34,6 +36,8 @@ cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 
 BENCH_DIR=${BENCH_DIR:-$ROOT/target/bench-haproxy}
+TARGET_RPS=${TARGET_RPS:-0.95}
+TARGET_P99=${TARGET_P99:-1.20}
 ROUNDS=${ROUNDS:-2}
 DURATION=${DURATION:-15s}
 WARMUP=${WARMUP:-5s}
@@ -328,10 +332,29 @@ for round in $(seq 1 "$ROUNDS"); do
              if (hc > 0 && bc > 0) printf " %.2f\n", bc / hc; else print " -" }')")
 done
 echo
-echo "ballot / haproxy per round (targets: requests/s >= 0.95, p99 <= 1.20):"
+echo "ballot / haproxy per round (targets, on the median of the rounds: requests/s >= $TARGET_RPS, p99 <= $TARGET_P99):"
 for i in "${!RATIOS[@]}"; do
   read -r rr pr cr <<<"${RATIOS[$i]}"
   printf '  round %-3s requests/s x%s  p99 x%s  cpu per request x%s\n' "$((i + 1))" "$rr" "$pr" "$cr"
 done
 echo
 echo "raw wrk output: $BENCH_DIR/wrk-*-t$LB_THREADS-round*.txt"
+# The verdict: the median round against each target; a missed target fails the script.
+printf '%s\n' "${RATIOS[@]}" | python3 -c '
+import statistics, sys
+target_rps, target_p99 = float(sys.argv[1]), float(sys.argv[2])
+rows = [l.split() for l in sys.stdin if l.strip()]
+rps = [float(r[0]) for r in rows if r[0] != "-"]
+p99 = [float(r[1]) for r in rows if r[1] != "-"]
+if not rps or not p99:
+    sys.exit("no round measured both balancers: no verdict")
+m_rps, m_p99 = statistics.median(rps), statistics.median(p99)
+missed = []
+if m_rps < target_rps:
+    missed.append(f"ballot served {m_rps:.2f}x HAProxy requests/s (median of {len(rps)} rounds), target >= {target_rps}")
+if m_p99 > target_p99:
+    missed.append(f"ballot p99 was {m_p99:.2f}x HAProxy (median of {len(p99)} rounds), target <= {target_p99}")
+if missed:
+    sys.exit("TARGET MISSED: " + "; ".join(missed))
+print(f"targets met: requests/s {m_rps:.2f}x >= {target_rps}, p99 {m_p99:.2f}x <= {target_p99} (medians of {len(rps)} rounds)")
+' "$TARGET_RPS" "$TARGET_P99"

@@ -36,7 +36,11 @@
 # long after a kill are reported apart from all others), PAUSE_SECS (10), DRAIN_SECS (5), SLOWLORIS (200),
 # SAMPLE_EVERY (5 s), SOAK_DIR (a fresh directory under target/soak), SKIP_BUILD=1 (use the
 # binaries in BIN_DIR), BIN_DIR (target/release), BALANCER_EXTRA (top-level TOML lines added
-# to the balancer's config, `\n`-separated).
+# to the balancer's config, `\n`-separated), MAX_RSS_DRIFT (25: the largest distance, in
+# percent, of a process's per-window median resident memory from its median after warm-up).
+#
+# Targets (the soak exits 1 naming each one missed): no request fails, the balancer answers
+# /healthz after the soak, and no process that was not restarted drifts past MAX_RSS_DRIFT.
 #
 # Needs bash, curl, python3 (to read the replay reports) and /proc (Linux). Stops by itself
 # after DURATION plus start-up (about 40 s) and one window; every wait is bounded; Ctrl-C
@@ -66,6 +70,7 @@ PAUSE_SECS=${PAUSE_SECS:-10}
 DRAIN_SECS=${DRAIN_SECS:-5}
 SLOWLORIS=${SLOWLORIS:-200}
 SAMPLE_EVERY=${SAMPLE_EVERY:-5}
+MAX_RSS_DRIFT=${MAX_RSS_DRIFT:-25}
 BIN_DIR=${BIN_DIR:-$ROOT/target/release}
 TOKEN=soak-$$-$RANDOM
 BALANCER_EXTRA=${BALANCER_EXTRA:-}
@@ -361,9 +366,11 @@ for p in "${BG[@]}"; do kill "$p" 2>/dev/null || true; done
 BG=()
 
 # --- report -----------------------------------------------------------------------------
-python3 - "$SOAK_DIR" "$WINDOW" "$ALIVE" "$KILL_BUDGET" <<'PY' | tee "$SOAK_DIR/report.txt"
+python3 - "$SOAK_DIR" "$WINDOW" "$ALIVE" "$KILL_BUDGET" "$MAX_RSS_DRIFT" <<'PY' | tee "$SOAK_DIR/report.txt"
 import csv, json, os, statistics, sys
 d, window, alive, kill_budget = sys.argv[1], float(sys.argv[2]), sys.argv[3], float(sys.argv[4])
+max_drift = float(sys.argv[5])
+drifts = {}
 t0_ms = int(open(f"{d}/t0_ns").read()) / 1e6
 events = [(float(r["t_s"]), r["event"]) for r in csv.DictReader(open(f"{d}/events.tsv"), delimiter="\t")]
 kills = [t for t, e in events if e.startswith("chaos: kill -9")]
@@ -432,6 +439,8 @@ for name in ["balancer"] + sorted({r["process"] for r in rows} - {"balancer"}):
             per.setdefault(int((float(r["t_s"]) - began) // window), []).append(int(r[key]) / unit)
         meds = [statistics.median(v) for v in per.values()]
         drift = max(abs(m - med) for m in meds) / med * 100 if med else 0.0
+        if what == "rss":
+            drifts[name] = drift
         print(f"  {name:<8} {what}  {min(vals):8.1f} {med:8.1f} {max(vals):8.1f}   {dev:5.1f}%"
               f"   window medians {min(meds):8.1f} .. {max(meds):8.1f}   {drift:5.1f}%")
 print()
@@ -440,4 +449,18 @@ bal = [r for r in rows if r["process"] == "balancer"]
 step = max(1, len(bal) // 20)
 for r in bal[::step]:
     print(f"  t={float(r['t_s']):7.1f}s  rss {int(r['rss_kb']) / 1024:6.1f} MB  fds {r['fds']}")
+
+# The verdict on the targets: a missed one fails the soak.
+missed = []
+if failed:
+    missed.append(f"{failed} requests failed, target 0")
+if alive != "200":
+    missed.append(f"the balancer answered /healthz with {alive} after the soak, target 200")
+for name, drift in drifts.items():
+    if drift > max_drift:
+        missed.append(f"{name}: resident memory's window medians drift {drift:.1f}% from its median, target <= {max_drift:g}%")
+print()
+if missed:
+    sys.exit("TARGET MISSED: " + "; ".join(missed))
+print(f"targets met: 0 failed requests, /healthz 200 after the soak, resident memory of every process not restarted within {max_drift:g}% of its median")
 PY

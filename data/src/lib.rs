@@ -3,7 +3,8 @@
 //! Tokenizer ([`tokenizer`]), the query-string decoder both servers use ([`query`]), stable
 //! term hashing ([`hash`]), a seeded RNG ([`rng`]), the term dictionary ([`dict`]),
 //! train/test splits ([`split`]), postings sizes ([`sizes`]), the voting-table format
-//! ([`table`]), the guard every reader of untrusted Parquet goes through
+//! ([`table`]), the ORCA load reports the replica writes and the balancer reads
+//! ([`load_report`]), the guard every reader of untrusted Parquet goes through
 //! ([`parquet_guard`]) and the synthetic log generator that is the embedded default dataset
 //! ([`synth`]). Nothing here does I/O serving, routing or caching, and nothing here reads
 //! query logs: that is the `querylog` crate's (text and Parquet logs, gzip, calendar times,
@@ -12,6 +13,7 @@
 
 pub mod dict;
 pub mod hash;
+pub mod load_report;
 pub mod parquet_guard;
 pub mod query;
 pub mod rng;

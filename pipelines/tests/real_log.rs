@@ -172,13 +172,14 @@ fn standard_evaluation_orders_the_policies() {
     let rr = num(row(results, "round-robin"), "miss_bytes_ratio");
     let tv = num(row(results, "term-vote"), "miss_bytes_ratio");
     let obc = num(&doc["bounds"][0], "miss_bytes_ratio");
-    // Reference points of the prototype (DESIGN.md): 0.616 and 0.074, ±0.01; term-vote
-    // between them, well clear of both.
+    // Reference points of the prototype (DESIGN.md): 0.616 and 0.074, ±0.01. Term-vote is
+    // hash-sensitive: 0.38-0.44 over hash seeds (DESIGN.md), so its band is that spread and
+    // 0.01 either side; a hash that spreads terms worse than any seed did falls outside.
     assert!((rr - 0.616).abs() < 0.01, "round-robin {rr}");
     assert!((obc - 0.074).abs() < 0.01, "one-big-cache {obc}");
     assert!(
-        tv < 0.7 * rr && tv > 3.0 * obc,
-        "term-vote {tv} vs {rr} / {obc}"
+        (0.37..=0.45).contains(&tv),
+        "term-vote {tv} is outside 0.37-0.45, the spread of hash seeds"
     );
     assert!(num(row(results, "term-vote"), "imbalance") <= BALANCED);
 }
@@ -292,14 +293,18 @@ fn a_table_trained_on_the_past_leads_on_the_future() {
     );
     let mut claims = Claims::default();
     let results = config(&doc, 8, 0.05);
+    // The lead over the best balanced policy measured 10.9%, 10.6% and 11.5% with training
+    // seeds 1, 2 and 3 (docs/results.md, "Time split"): 10% is below every seed's, so
+    // training's seed-to-seed spread does not flip it, while a broken table does.
     check_lead(&mut claims, results, 0.10, "time split");
     let table = row(results, "table");
     let busiest = num(table, "flash_share_max");
     claims.check(busiest <= 1.2 / 8.0, || {
         format!("time split: busiest flash share {busiest} (> 1.2 / R)")
     });
-    // On May's queries never seen in March or April the lead measured 10.2%; 5% is the
-    // claim, so a small drift in training does not flip it while a broken table does.
+    // On May's queries never seen in March or April the lead measured 10.2%, 9.9% and
+    // 10.8% (seeds 1-3); 5% is the claim, so a small drift in training does not flip it
+    // while a broken table does.
     let novel = |p: &str| num(row(results, p), "novel_miss_bytes_ratio");
     claims.check(novel("table") <= 0.95 * novel("term-vote"), || {
         format!(

@@ -251,8 +251,15 @@ async fn search(State(state): State<Arc<AppState>>, RawQuery(raw): RawQuery) -> 
                 replica: &state.replica,
             })
             .into_response();
-            resp.headers_mut()
-                .insert(MISS_BYTES_HEADER, HeaderValue::from(miss_bytes));
+            // The same, and the backlog, as an ORCA load report (`endpoint-load-metrics`),
+            // which any balancer that reads ORCA understands.
+            let mut report = String::with_capacity(80);
+            data::load_report::write_text(&mut report, miss_bytes, stats.inflight_now());
+            let headers = resp.headers_mut();
+            headers.insert(MISS_BYTES_HEADER, HeaderValue::from(miss_bytes));
+            if let Ok(v) = HeaderValue::from_str(&report) {
+                headers.insert(data::load_report::HEADER, v);
+            }
             resp
         }
         Ok(Err(QueryError::BadRequest(msg))) => {

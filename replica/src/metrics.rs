@@ -204,6 +204,12 @@ impl Stats {
         true
     }
 
+    /// Searches admitted and not finished now (the replica's backlog, reported to the
+    /// balancers in every answer's load report).
+    pub fn inflight_now(&self) -> u64 {
+        self.inflight.load(Relaxed)
+    }
+
     /// Ends an admitted query.
     pub fn leave(&self) {
         self.inflight.fetch_sub(1, Relaxed);

@@ -3,8 +3,10 @@
 //! every other request with what its handler says ([`Reply`]); by default a search gets
 //! 200 `NAME TARGET` and anything else 404.
 //!
-//! It counts what it receives (searches, health checks, connections) so a test can wait
-//! for a request to *arrive* instead of sleeping, and it can hold searches at a gate
+//! It counts what it receives (searches, health checks, connections) and records the
+//! first 1,000 requests other than health checks whole (method, target, headers, body:
+//! [`Backend::requests`]), so a test can wait for a request to *arrive* instead of
+//! sleeping and check what a proxy sent, and it can hold searches at a gate
 //! ([`Backend::hold`]) until the test releases them, so a test decides when a request in
 //! flight ends. It can also delay or shed searches, stall every request, be killed (its
 //! connections reset, like a crashed process) and restarted on the same port.
@@ -28,6 +30,8 @@ pub struct Request {
     pub target: String,
     /// The header fields in order, names in lower case.
     pub headers: Vec<(String, String)>,
+    /// The body (`Content-Length` framed; empty when there is none).
+    pub body: Vec<u8>,
     /// Requests before this one on its connection (0 for the first).
     pub on_connection: usize,
     /// For a search, its number in arrival order (1 for the first); for another request,
@@ -126,6 +130,8 @@ struct Shared {
     shed: AtomicBool,
     /// The first 1,000 search targets, in arrival order.
     paths: Mutex<Vec<String>>,
+    /// The first 1,000 requests other than health checks, in arrival order.
+    requests: Mutex<Vec<Request>>,
     gate: Mutex<Gate>,
     changed: Condvar,
     /// The open connections by number, to reset them on a kill.
@@ -204,15 +210,16 @@ fn answer(status: u16, content_type: &str, body: &[u8]) -> Vec<u8> {
     out
 }
 
-/// A request line and its header fields (names in lower case).
+/// A request line, its header fields (names in lower case) and its body.
 struct Head {
     method: String,
     target: String,
     headers: Vec<(String, String)>,
+    body: Vec<u8>,
 }
 
-/// Reads one request head; `None` at the end of the connection. Request bodies are read
-/// and dropped (`Content-Length` only).
+/// Reads one request; `None` at the end of the connection. Bodies are framed by
+/// `Content-Length` only.
 fn read_request(reader: &mut BufReader<TcpStream>) -> Option<Head> {
     let mut line = String::new();
     if reader.read_line(&mut line).ok()? == 0 {
@@ -240,14 +247,15 @@ fn read_request(reader: &mut BufReader<TcpStream>) -> Option<Head> {
         .find(|(k, _)| k == "content-length")
         .and_then(|(_, v)| v.parse().ok())
         .unwrap_or(0);
+    let mut body = vec![0; len];
     if len > 0 {
-        let mut body = vec![0; len];
         std::io::Read::read_exact(reader, &mut body).ok()?;
     }
     Some(Head {
         method,
         target,
         headers,
+        body,
     })
 }
 
@@ -264,6 +272,7 @@ fn serve(stream: TcpStream, shared: &Shared) {
             method,
             target,
             headers,
+            body,
         }) = read_request(&mut reader)
         else {
             return;
@@ -284,6 +293,24 @@ fn serve(stream: TcpStream, shared: &Shared) {
             }
         } else if health {
             c.health_checks.fetch_add(1, Ordering::SeqCst);
+        }
+        let req = Request {
+            method,
+            target,
+            headers,
+            body,
+            on_connection: n,
+            searches: if search {
+                seq
+            } else {
+                c.received.load(Ordering::SeqCst)
+            },
+        };
+        if !health {
+            let mut all = shared.requests.lock().unwrap_or_else(|p| p.into_inner());
+            if all.len() < 1000 {
+                all.push(req.clone());
+            }
         }
         // A search leaves the in-flight count before its answer is written: the client
         // cannot see the answer (and send the next request) while it is still counted.
@@ -322,17 +349,6 @@ fn serve(stream: TcpStream, shared: &Shared) {
         let reply = if search && shared.shed.load(Ordering::SeqCst) {
             Reply::Json(503, r#"{"error":"overloaded"}"#.to_owned())
         } else {
-            let req = Request {
-                method,
-                target,
-                headers,
-                on_connection: n,
-                searches: if search {
-                    seq
-                } else {
-                    c.received.load(Ordering::SeqCst)
-                },
-            };
             match (shared.handler)(&req) {
                 Reply::Echo => Reply::Text(200, format!("{} {}", shared.name, req.target)),
                 Reply::EchoHeaders => Reply::Text(
@@ -436,6 +452,7 @@ impl Backend {
             stall_ms: AtomicU64::new(0),
             shed: AtomicBool::new(false),
             paths: Mutex::new(Vec::new()),
+            requests: Mutex::new(Vec::new()),
             gate: Mutex::new(Gate::default()),
             changed: Condvar::new(),
             conns: Mutex::new(HashMap::new()),
@@ -600,6 +617,16 @@ impl Backend {
             .clone()
     }
 
+    /// The first 1,000 requests other than health checks (searches or not), whole, in
+    /// arrival order.
+    pub fn requests(&self) -> Vec<Request> {
+        self.shared
+            .requests
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
     /// Waits (within [`LIMIT`]) until it has received `n` searches in all.
     pub fn wait_received(&self, n: u64) {
         let what = format!("{} receiving {n} searches", self.name());
@@ -708,6 +735,33 @@ mod tests {
         assert_eq!(get(addr, "/other").status, 404);
         assert_eq!(b.health_checks(), 1);
         assert_eq!(b.search_connections(), 3);
+    }
+
+    #[test]
+    fn requests_are_recorded_whole_health_checks_left_out() {
+        let b = Backend::with_handler("b2", |_| Reply::Echo);
+        let mut c = Conn::open(b.addr(), LIMIT);
+        let r = c.request(
+            "POST",
+            "/idx/_search?pretty",
+            &[("Content-Type", "application/json")],
+            b"{\"q\":1}",
+        );
+        assert_eq!(r.text(), "b2 /idx/_search?pretty");
+        assert_eq!(c.request("GET", "/healthz", &[], b"").status, 200);
+        assert_eq!(c.request("GET", "/search?q=a", &[], b"").status, 200);
+        let seen = b.requests();
+        assert_eq!(seen.len(), 2);
+        assert_eq!(
+            (seen[0].method.as_str(), seen[0].path()),
+            ("POST", "/idx/_search")
+        );
+        assert_eq!(seen[0].body, b"{\"q\":1}");
+        assert_eq!(seen[0].header("content-type"), Some("application/json"));
+        assert_eq!(
+            (seen[1].target.as_str(), seen[1].body.len()),
+            ("/search?q=a", 0)
+        );
     }
 
     #[test]

@@ -28,6 +28,9 @@
 //!                                     # request waits in that replica's queue for a place
 //! queue_timeout_ms = 2000             #   at most this long (within the deadline), then 503
 //! admin_max_upload_bytes = 67108864   # largest POST /admin/table body
+//! max_body_bytes = 65536              # largest client request body (read whole, then forwarded)
+//! fallback = "refuse"                 # no route, or no query read: refuse (4xx), or route by
+//!                                     # "round-robin", "random", "least-loaded" or "p2c"
 //! tables_dir = "tables"               # {"path": ...} reloads only read tables in here
 //! access_log = false                  # one log line per client request
 //! routing_headers = false             # answers name their replica and routing reason
@@ -48,6 +51,18 @@
 //! [[replicas]]
 //! name = "r0"
 //! address = "127.0.0.1:9000"
+//!
+//! # Where the query text is (routes::Preset; none: preset "ballot", GET /search?q=).
+//! # Tried in order, the first match wins; for read-only search endpoints only.
+//! [[routes]]
+//! preset = "solr"                     # GET /solr/<core>/select?q=, or a POSTed form field q
+//! [[routes]]
+//! preset = "elasticsearch-match"      # POST /<index>/_search {"query":{"match":{"title":...}}}
+//! field = "title"
+//! [[routes]]
+//! method = ["GET", "POST"]            # explicit: method(s) and path (path, or path_prefix
+//! path_suffix = "/_search"            #   and/or path_suffix), and one query source:
+//! query = { json = "/query/query_string/query" }   # param = "q", form = "q" or an RFC 6901 pointer
 //! ```
 
 use std::net::SocketAddr;
@@ -59,6 +74,8 @@ use serde::Deserialize;
 use balancer::load::{LoadKind, MAX_REPLICAS};
 use balancer::policy::{PolicyKind, DEFAULT_EPS, DEFAULT_HOMES};
 use balancer::ring::{DEFAULT_VNODES, MAX_VNODES, MIN_VNODES};
+
+use crate::routes::{Fallback, RouteConfig, Routes};
 
 /// Why a configuration was rejected. Every variant names the file.
 #[derive(Debug, thiserror::Error)]
@@ -270,6 +287,20 @@ pub struct Config {
     /// Largest accepted `POST /admin/table` body (and table file read by a path reload).
     #[serde(default = "default_admin_max_upload_bytes")]
     pub admin_max_upload_bytes: u64,
+    /// Largest client request body (on the client listener): read whole within the
+    /// request's deadline, for a form or JSON route to find its query in, and forwarded
+    /// unchanged; past it 413, whatever the fallback. 1 KiB to 64 MiB.
+    #[serde(default = "default_max_body_bytes")]
+    pub max_body_bytes: u64,
+    /// What becomes of a request that matches no route or whose query cannot be read:
+    /// `refuse` (404 or 405 for no route, 400 for an unreadable query) or a policy that
+    /// needs no query (`round-robin`, `random`, `least-loaded`, `p2c`) that routes it.
+    #[serde(default = "default_fallback")]
+    pub fallback: String,
+    /// Which requests are searches and where their query text is, tried in order (none:
+    /// the `ballot` preset, `GET /search?q=`). See [`crate::routes`].
+    #[serde(default)]
+    pub routes: Vec<RouteConfig>,
     /// The directory `{"path": ...}` table reloads may read from (relative to this file);
     /// without it path reloads are refused (uploads still work).
     #[serde(default)]
@@ -363,6 +394,12 @@ fn default_queue_timeout_ms() -> u64 {
 fn default_admin_max_upload_bytes() -> u64 {
     64 << 20
 }
+fn default_max_body_bytes() -> u64 {
+    64 << 10
+}
+fn default_fallback() -> String {
+    "refuse".to_owned()
+}
 
 /// Longest accepted admin token: the comparison pads both sides to this length.
 pub const MAX_TOKEN_BYTES: usize = 256;
@@ -382,6 +419,10 @@ pub struct Validated {
     pub load: LoadKind,
     /// The admin token (`None`: the admin API refuses every request).
     pub admin_token: Option<String>,
+    /// The compiled `routes`.
+    pub routes: Routes,
+    /// `fallback`, parsed.
+    pub fallback: Fallback,
 }
 
 impl Validated {
@@ -564,6 +605,18 @@ impl Config {
                 config.admin_max_upload_bytes
             )));
         }
+        if !(1024..=64 << 20).contains(&config.max_body_bytes) {
+            return Err(invalid(format!(
+                "max_body_bytes must be between 1024 and 67108864, got {}",
+                config.max_body_bytes
+            )));
+        }
+        let fallback: Fallback = config
+            .fallback
+            .parse()
+            .map_err(|e: crate::routes::BadFallback| invalid(e.to_string()))?;
+        let routes = Routes::compile(&config.routes)
+            .map_err(|(i, e)| invalid(format!("routes[{i}]: {e}")))?;
         let h = &config.health;
         if h.interval_ms == 0 || h.timeout_ms == 0 || h.fall == 0 || h.rise == 0 {
             return Err(invalid(
@@ -623,6 +676,8 @@ impl Config {
             policy,
             load,
             admin_token,
+            routes,
+            fallback,
         })
     }
 }
@@ -665,6 +720,27 @@ address = "127.0.0.1:9000"
         assert_eq!(v.config.admin_max_upload_bytes, 64 << 20);
         assert!(v.config.tables_dir.is_none() && !v.config.access_log);
         assert!(!v.config.routing_headers);
+        // No routes: ballot's own `GET /search?q=`, refused when unreadable.
+        assert_eq!(v.routes, Routes::default());
+        assert_eq!(v.fallback, Fallback::Refuse);
+        assert_eq!(v.config.max_body_bytes, 64 << 10);
+    }
+
+    #[test]
+    fn routes_and_the_fallback_are_compiled_at_load() {
+        let text = format!(
+            "fallback = \"round-robin\"\nmax_body_bytes = 2048\n{BASE}\
+             [[routes]]\npreset = \"elasticsearch-match\"\nfield = \"title\"\n\
+             [[routes]]\nmethod = [\"GET\", \"POST\"]\npath_prefix = \"/v1\"\n\
+             query = {{ form = \"text\" }}\n"
+        );
+        let v = parse(&text).expect("valid");
+        assert_eq!(v.fallback, Fallback::Policy(PolicyKind::RoundRobin));
+        assert_eq!(v.config.max_body_bytes, 2048);
+        let post = axum::http::Method::POST;
+        assert_eq!(v.routes.find(&post, "/books/_search"), Some(0));
+        assert_eq!(v.routes.find(&post, "/v1/x"), Some(1));
+        assert_eq!(v.routes.find(&axum::http::Method::GET, "/search"), None);
     }
 
     #[test]
@@ -704,6 +780,36 @@ address = "127.0.0.1:9000"
                 "longer than 256",
             ),
             (format!("max_query_bytes = 4097\n{BASE}"), "max_query_bytes"),
+            (format!("max_body_bytes = 100\n{BASE}"), "max_body_bytes"),
+            (format!("fallback = \"table\"\n{BASE}"), "needs no query"),
+            (
+                format!("{BASE}[[routes]]\npreset = \"opensolr\"\n"),
+                "routes[0]: unknown preset",
+            ),
+            (
+                format!("{BASE}[[routes]]\npreset = \"solr\"\n[[routes]]\npreset = \"solr\"\npath_suffix = \"/query\"\n"),
+                "routes[1]: preset `solr` sets the method, path and query itself",
+            ),
+            (
+                format!("{BASE}[[routes]]\nmethod = \"GET\"\npath = \"\"\nquery = {{ param = \"q\" }}\n"),
+                "routes[0]: `path` is empty",
+            ),
+            (
+                format!("{BASE}[[routes]]\nmethod = \"POST\"\npath = \"/s\"\nquery = {{ json = \"query.text\" }}\n"),
+                "routes[0]: query.json: a JSON pointer starts with `/`",
+            ),
+            (
+                format!("{BASE}[[routes]]\nmethod = \"POST\"\npath = \"/s\"\nquery = {{ json = \"/q~x\" }}\n"),
+                "escapes `~` as `~0`",
+            ),
+            (
+                format!("{BASE}[[routes]]\nmethod = \"GET\"\npath = \"/s\"\nquery = {{ body = \"q\" }}\n"),
+                "unknown field `body`",
+            ),
+            (
+                format!("{BASE}[[routes]]\nmethod = 3\npath = \"/s\"\nquery = {{ param = \"q\" }}\n"),
+                "a method (\"GET\" or \"POST\") or a list of them",
+            ),
             (
                 BASE.replace("admin_token = \"t\"", "admin_token_env = \"NOPE\""),
                 "NOPE",

@@ -3,9 +3,10 @@
 //!
 //! * the client's end-to-end headers go to the replica; hop-by-hop ones do not: `Connection`
 //!   and every header it names, `Keep-Alive`, `Proxy-*`, `TE`, `Trailer`,
-//!   `Transfer-Encoding`, `Upgrade`. `Host` becomes the replica's address, and
-//!   `Content-Length` and `Expect` are dropped because no request body is forwarded (only
-//!   `GET` is proxied);
+//!   `Transfer-Encoding`, `Upgrade`. `Host` becomes the replica's address. `Content-Length`
+//!   is dropped because the upstream client writes the length of the body it forwards
+//!   (read whole, however the client framed it), and `Expect` because that body is already
+//!   read;
 //! * `x-forwarded-for` gets the client's address appended;
 //! * `x-request-id` is the client's when it is a plausible id (1 to 128 characters of
 //!   `[A-Za-z0-9._:-]`), else a fresh one; the response echoes it.

@@ -1,11 +1,13 @@
 //! The client listener: the hardened HTTP/1 loop of the `serving` crate (connection cap,
-//! header and idle timeouts, graceful drain), `GET /search` dispatched straight to the
-//! proxy, everything else (`/healthz`, the JSON 404 and 405 answers) through the axum
-//! `client_router`.
+//! header and idle timeouts, graceful drain), `/healthz` answered by the axum
+//! `client_router`, and every other request dispatched straight to the proxy with the
+//! index of the route its method and path take ([`Routes::find`]; none: the proxy refuses
+//! it or routes it by the fallback policy).
 //!
 //! Why not `axum::serve`: the proxy path is the balancer's whole cost, and a profile under
 //! wrk showed the router, its boxed services and the protocol-sniffing connection builder on
-//! every request. Here a search costs one boxed future and a path comparison. On stop, the
+//! every request. Here a search costs one boxed future and, under the default route
+//! (`GET /search`), two path comparisons. On stop, the
 //! listener stops accepting, connections with no request in flight close at once, the
 //! requests in flight finish, and [`serve_client`] returns once every connection is gone.
 
@@ -15,13 +17,14 @@ use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use axum::http::{Method, Request};
+use axum::http::Request;
 use axum::response::Response;
 use hyper::body::Incoming;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::{oneshot, watch};
 
+use crate::routes::{Routes, HEALTHZ};
 use crate::{client_router, App};
 
 type BoxFuture = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
@@ -40,18 +43,15 @@ impl hyper::service::Service<Request<Incoming>> for Front {
     type Future = BoxFuture;
 
     fn call(&self, req: Request<Incoming>) -> BoxFuture {
-        if req.method() == Method::GET && req.uri().path() == "/search" {
-            let app = Arc::clone(&self.app);
-            let peer = self.peer.ip();
-            Box::pin(async move {
-                let (parts, _body) = req.into_parts();
-                Ok(app.proxy.search(&parts.uri, &parts.headers, peer).await)
-            })
-        } else {
-            let mut req = req;
-            req.extensions_mut().insert(crate::Peer(self.peer));
-            Box::pin(self.fallback.call(req))
+        let path = req.uri().path();
+        if path == HEALTHZ {
+            return Box::pin(self.fallback.call(req));
         }
+        let routes: &Routes = &self.app.state.cfg.routes;
+        let route = routes.find(req.method(), path);
+        let app = Arc::clone(&self.app);
+        let peer = self.peer.ip();
+        Box::pin(async move { Ok(app.proxy.search(req, route, peer).await) })
     }
 }
 

@@ -8,10 +8,13 @@
 //! * [`config`]: the TOML file, validated once.
 //! * [`replicas`]: the replica set and its health. [`view`]: the server-side `LoadView`.
 //! * [`state`]: the loads, the routing policy (the simulator's own) and table swaps.
-//! * [`front`]: the client listener (the `serving` crate's hardened loop). [`proxy`]: the
-//!   request path (`q` is decoded by [`data::query`], the replica's decoder too).
-//!   [`admit`]: the bounds on requests in flight. [`forward`]: the headers sent upstream.
-//!   [`access`]: the access log.
+//! * [`front`]: the client listener (the `serving` crate's hardened loop). [`routes`]:
+//!   which requests are searches and where their query text is (a URL parameter such as
+//!   ballot's `q`, decoded by [`data::query`], the replica's decoder too; a form field; a
+//!   JSON field). [`body`]: a request's body, read whole within its limits. [`proxy`]: the
+//!   request path. [`fallback`]: requests routed without a query. [`admit`]: the bounds
+//!   on requests in flight. [`forward`]: the headers sent upstream. [`access`]: the
+//!   access log.
 //! * [`upstream`]: keep-alive connections to replicas and the HTTP/1.1 exchange on them.
 //! * [`health`]: active checks. [`reload`]: table reload. [`admin`]: the admin API.
 //!   [`tables`]: the files a path reload may read.
@@ -21,8 +24,10 @@
 pub mod access;
 pub mod admin;
 pub mod admit;
+pub mod body;
 pub mod cli;
 pub mod config;
+pub mod fallback;
 pub mod forward;
 pub mod front;
 pub mod health;
@@ -30,6 +35,7 @@ pub mod metrics;
 pub mod proxy;
 pub mod reload;
 pub mod replicas;
+pub mod routes;
 pub mod state;
 pub mod tables;
 pub mod upstream;
@@ -38,9 +44,6 @@ pub mod view;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::State as AxState;
-use axum::http::Uri;
-use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
 use metrics_exporter_prometheus::PrometheusHandle;
@@ -115,8 +118,12 @@ impl App {
         let state = State::new(cfg, Arc::new(term_bytes), table.as_ref())
             .map_err(|source| StartError::Policy { path, source })?;
         let state = Arc::new(state);
+        let proxy = Proxy::new(Arc::clone(&state)).map_err(|e| StartError::Policy {
+            path: state.cfg.path.clone(),
+            source: e.into(),
+        })?;
         Ok(Arc::new(App {
-            proxy: Proxy::new(Arc::clone(&state)),
+            proxy,
             state,
             prom,
             admin_token,
@@ -150,25 +157,11 @@ impl App {
     }
 }
 
-/// The client's address, set by the client listener on requests it passes to the router.
-#[derive(Clone, Copy, Debug)]
-pub struct Peer(pub std::net::SocketAddr);
-
-async fn search(
-    AxState(app): AxState<Arc<App>>,
-    peer: Option<axum::Extension<Peer>>,
-    uri: Uri,
-    headers: axum::http::HeaderMap,
-) -> Response {
-    let ip = peer.map_or(std::net::Ipv4Addr::UNSPECIFIED.into(), |p| p.0 .0.ip());
-    app.proxy.search(&uri, &headers, ip).await
-}
-
-/// The client router: `GET /search`, `GET /healthz`, JSON 404 elsewhere.
+/// The client router, for `/healthz` (every other path goes to the proxy): `GET` and
+/// `HEAD` answer `ok`, other methods a JSON 405.
 pub fn client_router(app: Arc<App>) -> Router {
     Router::new()
-        .route("/search", get(search))
-        .route("/healthz", get(|| async { "ok\n" }))
+        .route(routes::HEALTHZ, get(|| async { "ok\n" }))
         .fallback(admin::not_found)
         .method_not_allowed_fallback(admin::method_not_allowed)
         .with_state(app)

@@ -45,7 +45,10 @@ pub const TABLE_LOADED_AT: &str = "ballot_table_loaded_timestamp_seconds";
 pub const RELOAD_FAILURES: &str = "ballot_table_reload_failures_total";
 /// Progress of the table ramp, 0 to 1 (1 when no ramp runs).
 pub const RAMP_PROGRESS: &str = "ballot_table_ramp_progress";
-/// Client requests rejected as invalid (400) or unroutable (503), by kind.
+/// Client requests the balancer could not route as asked, by kind: refused (400, 404,
+/// 405, 408, 413; 503 when full or no replica is left) or, under a fallback policy, routed
+/// without a query (no route, or an unreadable one; kinds in
+/// [`Unreadable::kind`](crate::routes::Unreadable::kind)).
 pub const CLIENT_ERRORS: &str = "ballot_client_errors_total";
 
 /// Buckets of [`ROUTE_SECONDS`]: 250 ns to 1 ms.
@@ -113,7 +116,10 @@ fn describe() {
     describe_gauge!(TABLE_LOADED_AT, "Unix time the table was loaded");
     describe_counter!(RELOAD_FAILURES, "Rejected voting-table reloads");
     describe_gauge!(RAMP_PROGRESS, "Table ramp progress, 0 to 1");
-    describe_counter!(CLIENT_ERRORS, "Rejected client requests by kind");
+    describe_counter!(
+        CLIENT_ERRORS,
+        "Client requests refused, or routed by the fallback policy without a query, by kind"
+    );
 }
 
 /// The handles of one replica, registered when it joins.

@@ -1,7 +1,12 @@
-//! The proxy path: `GET /search?q=...` is tokenized, routed, and forwarded with its whole
-//! query string to the chosen replica over pooled keep-alive connections (each replica's
+//! The proxy path: a request that took a route ([`routes`]: ballot's `GET /search?q=...`
+//! by default) has its body read whole if it has one ([`body`]), its query text read by
+//! its route, tokenized and routed, and is forwarded with its method, whole target and body
+//! to the chosen replica over pooled keep-alive connections (each replica's
 //! [`Pool`](crate::upstream::Pool)); the response streams back, with `x-ballot-replica`
-//! and `x-ballot-reason` added when `routing_headers = true`.
+//! and `x-ballot-reason` added when `routing_headers = true`. A request that took no route,
+//! or whose query cannot be read, is refused with a 4xx JSON error or, under a `fallback`
+//! policy, routed without a query ([`FallbackRouter`]); both are counted by kind in
+//! `ballot_client_errors_total`. A body over `max_body_bytes` is always refused (413).
 //!
 //! Failover follows HAProxy's `option redispatch` with `retries`: on a connect failure or a
 //! timeout the replica is ejected passively and the query is routed again with the failed
@@ -9,9 +14,12 @@
 //! (a connection reset mid-request) are retried the same way without ejecting. A replica
 //! that sheds the query (503: past its `--max-inflight` or its in-flight byte budget) is
 //! alive but full: the query is retried on another replica without ejecting it (HAProxy's
-//! `retry-on 503`), and only the last attempt's 503 reaches the client. Only GET is
-//! proxied, so every retry is safe. One deadline bounds the whole request, the relay of the
-//! response body included.
+//! `retry-on 503`), and only the last attempt's 503 reaches the client. Every request that
+//! took a route may be sent twice: a route is for a read-only search endpoint, whatever
+//! its method (the operator's promise). A `POST` that took no route (forwarded by the
+//! fallback) is retried only when nothing of it reached a replica (the connection could
+//! not be made). One deadline bounds the whole request, the body's arrival and the relay
+//! of the response body included.
 //!
 //! Before routing, a request must find a place among `max_in_flight` ([`admit`](crate::admit)):
 //! past it the answer is 503 with `Retry-After: 1`. A request routed to a replica holding
@@ -31,22 +39,26 @@ use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::http::header;
+use axum::http::request::Parts;
 use axum::http::uri::PathAndQuery;
-use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, Uri};
+use axum::http::{HeaderName, HeaderValue, Method, Request, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use data::tokenizer::{Tokens, MAX_TERMS};
+use hyper::body::Incoming;
 use metrics::{Counter, Histogram};
 
 use crate::access;
 use crate::admit::{Admission, InFlightGuard};
+use crate::body;
+use crate::fallback::FallbackRouter;
 use crate::forward::{self, X_REQUEST_ID};
 use crate::metrics as m;
 use crate::replicas::Replica;
+use crate::routes::{self, method_bit, Fallback, Unreadable};
 use crate::state::{Choice, NoReplica, State};
-use crate::upstream::{Answer, Relay, RelayParts};
-use balancer::policy::{hash_tokens, QueryKey};
-use data::query::extract_q;
+use crate::upstream::{self, Answer, Outgoing, Relay, RelayParts};
+use balancer::policy::{hash_tokens, PolicyError, QueryKey};
 
 /// The proxy's handles.
 pub struct Proxy {
@@ -54,9 +66,33 @@ pub struct Proxy {
     pub state: Arc<State>,
     /// Client requests in flight, bounded by `max_in_flight`.
     pub admission: Admission,
+    /// Routes requests without a query, under `fallback = "<policy>"`.
+    fallback: Option<FallbackRouter>,
     route_seconds: Histogram,
     retries: Counter,
     failures: Counter,
+}
+
+/// A client request on its way to the proxy: the head, the body still to read, the index
+/// of the route it took (`None`: no route), and the client's address.
+pub struct ClientRequest {
+    /// Method, target and headers.
+    pub parts: Parts,
+    /// The body, unread.
+    pub body: Incoming,
+    /// The route [`Routes::find`](crate::routes::Routes::find) gave it.
+    pub route: Option<usize>,
+    /// The client.
+    pub peer: IpAddr,
+}
+
+/// What a request is routed by.
+#[derive(Clone, Copy)]
+enum Key<'q> {
+    /// Its query text.
+    Query(&'q str),
+    /// Nothing: the fallback policy routes it.
+    Fallback,
 }
 
 /// A JSON error response.
@@ -121,14 +157,43 @@ impl Proxy {
         )
     }
 
-    /// A proxy over `state`.
-    pub fn new(state: Arc<State>) -> Self {
-        Proxy {
+    /// A proxy over `state` (fails only if the fallback policy cannot be built).
+    pub fn new(state: Arc<State>) -> Result<Self, PolicyError> {
+        let fallback = match state.cfg.fallback {
+            Fallback::Refuse => None,
+            Fallback::Policy(kind) => Some(FallbackRouter::new(kind)?),
+        };
+        Ok(Proxy {
             admission: Admission::new(state.cfg.config.max_in_flight),
+            fallback,
             state,
             route_seconds: metrics::histogram!(m::ROUTE_SECONDS),
             retries: metrics::counter!(m::RETRIES),
             failures: metrics::counter!(m::UPSTREAM_FAILURES),
+        })
+    }
+
+    /// The refusal of a request that `why` left without a query, counted by its kind: a
+    /// 405 with `Allow` when no route took the request but some route (or the fallback)
+    /// takes its path with other methods.
+    fn refuse(&self, why: &Unreadable, path: &str) -> Response {
+        metrics::counter!(m::CLIENT_ERRORS, "kind" => why.kind()).increment(1);
+        let allow = match why {
+            Unreadable::NoRoute if self.fallback.is_some() => Some("GET,HEAD,POST"),
+            Unreadable::NoRoute => self.state.cfg.routes.allow(path),
+            _ => None,
+        };
+        match allow {
+            Some(allow) => {
+                let mut r = json_error(
+                    StatusCode::METHOD_NOT_ALLOWED,
+                    "method not allowed on this path",
+                );
+                r.headers_mut()
+                    .insert(header::ALLOW, HeaderValue::from_static(allow));
+                r
+            }
+            None => json_error(why.status(), why.to_string()),
         }
     }
 
@@ -154,12 +219,12 @@ impl Proxy {
         out
     }
 
-    /// Routes `q` (skipping `exclude`) and takes a place on the chosen replica, waiting in
-    /// its queue while it is full. A first attempt counts in the `window` load and the
-    /// slow-start clock once, when it is first routed, so queued queries count too.
+    /// Routes by `key` (skipping `exclude`) and takes a place on the chosen replica,
+    /// waiting in its queue while it is full. A first attempt counts in the `window` load
+    /// and the slow-start clock once, when it is first routed, so queued queries count too.
     async fn place(
         &self,
-        q: &str,
+        key: Key<'_>,
         exclude: u64,
         deadline: Instant,
     ) -> Result<(Choice, InFlightGuard), Unplaced> {
@@ -167,11 +232,20 @@ impl Proxy {
         let mut until = None;
         let mut counted = exclude != 0;
         loop {
-            let routed = self.with_query(q, |key| {
-                let choice = self.state.route(key, exclude)?;
-                let guard = self.state.slots.try_start(choice.index);
-                Ok((choice, guard))
-            });
+            let routed = match (key, &self.fallback) {
+                (Key::Query(q), _) => self.with_query(q, |query| {
+                    let choice = self.state.route(query, exclude)?;
+                    let guard = self.state.slots.try_start(choice.index);
+                    Ok((choice, guard))
+                }),
+                (Key::Fallback, Some(fallback)) => {
+                    fallback.route(&self.state, exclude).map(|choice| {
+                        let guard = self.state.slots.try_start(choice.index);
+                        (choice, guard)
+                    })
+                }
+                (Key::Fallback, None) => Err(NoReplica),
+            };
             let (choice, guard) = routed.map_err(|NoReplica| Unplaced::NoReplica)?;
             if !counted {
                 self.state.routed(choice.index);
@@ -225,10 +299,17 @@ impl Proxy {
         }
     }
 
-    /// Handles `GET /search` with the client's `headers`, from `peer`.
-    pub async fn search(&self, uri: &Uri, headers: &HeaderMap, peer: IpAddr) -> Response {
+    /// Handles a client request other than `/healthz`, from `peer`: `route` is the index
+    /// of the route its method and path took (`None`: no route).
+    pub async fn search(
+        &self,
+        req: Request<Incoming>,
+        route: Option<usize>,
+        peer: IpAddr,
+    ) -> Response {
         let start = Instant::now();
-        let id = forward::request_id(headers);
+        let (parts, body) = req.into_parts();
+        let id = forward::request_id(&parts.headers);
         let mut access = self.state.cfg.config.access_log.then(|| access::Entry {
             start,
             request_id: id.clone(),
@@ -237,9 +318,13 @@ impl Proxy {
             status: 0,
             attempts: 0,
         });
-        let mut resp = self
-            .relay(uri, headers, peer, &id, start, &mut access)
-            .await;
+        let req = ClientRequest {
+            parts,
+            body,
+            route,
+            peer,
+        };
+        let mut resp = self.relay(req, &id, start, &mut access).await;
         resp.headers_mut().insert(X_REQUEST_ID.clone(), id);
         if let Some(mut a) = access {
             // Not relayed: an error answered here.
@@ -249,24 +334,65 @@ impl Proxy {
         resp
     }
 
-    /// The answer to one search: an error, or the relayed response (which then owns the
+    /// The answer to one request: an error, or the relayed response (which then owns the
     /// access-log entry).
     async fn relay(
         &self,
-        uri: &Uri,
-        headers: &HeaderMap,
-        peer: IpAddr,
+        req: ClientRequest,
         id: &HeaderValue,
         start: Instant,
         access: &mut Option<access::Entry>,
     ) -> Response {
         let cfg = &self.state.cfg;
-        let q = match extract_q(uri.query(), cfg.config.max_query_bytes) {
-            Ok(q) => q,
+        let ClientRequest {
+            parts,
+            body,
+            route,
+            peer,
+        } = req;
+        let (uri, headers) = (&parts.uri, &parts.headers);
+        let bit = method_bit(&parts.method);
+        // No route, and nothing to route it by either: refused before its body is read.
+        if route.is_none() && (self.fallback.is_none() || bit == 0) {
+            return self.refuse(&Unreadable::NoRoute, uri.path());
+        }
+        let deadline = start + cfg.deadline();
+        let body = match body::read(body, cfg.config.max_body_bytes, deadline).await {
+            Ok(body) => body,
+            Err(e) => return self.refuse(&e, uri.path()),
+        };
+        let text = match route {
+            Some(i) => {
+                // The content type matters only to a form route's body.
+                let content_type = if body.is_empty() {
+                    None
+                } else {
+                    headers.get(header::CONTENT_TYPE).map(HeaderValue::as_bytes)
+                };
+                let read = routes::Request {
+                    query: uri.query(),
+                    content_type,
+                    body: &body,
+                };
+                routes::extract::extract(cfg.routes.get(i), &read, cfg.config.max_query_bytes)
+            }
+            None => Err(Unreadable::NoRoute),
+        };
+        let key = match &text {
+            Ok(q) => Key::Query(q),
+            Err(e) if self.fallback.is_none() => return self.refuse(e, uri.path()),
             Err(e) => {
                 metrics::counter!(m::CLIENT_ERRORS, "kind" => e.kind()).increment(1);
-                return json_error(StatusCode::BAD_REQUEST, e.to_string());
+                Key::Fallback
             }
+        };
+        // A routed request may be sent twice (routes are read-only search endpoints); a
+        // POST that took no route only when nothing of it reached a replica.
+        let resend = route.is_some() || bit != routes::POST;
+        let method = if parts.method == Method::POST {
+            upstream::Method::Post
+        } else {
+            upstream::Method::Get
         };
         let Some(slot) = self.admission.try_enter() else {
             return retry_later(
@@ -279,9 +405,14 @@ impl Proxy {
         };
         let path_and_query = match uri.path_and_query() {
             Some(pq) => pq.clone(),
-            None => PathAndQuery::from_static("/search"),
+            None => PathAndQuery::from_static("/"),
         };
-        let deadline = start + cfg.deadline();
+        let outgoing = Outgoing {
+            method,
+            path: &path_and_query,
+            body: &body,
+            resend,
+        };
         let attempts = cfg.config.retries + 1;
         let mut exclude = 0u64;
         // Built only when an attempt fails: the success path allocates no error text.
@@ -296,7 +427,7 @@ impl Proxy {
                     format!("deadline passed after {attempt} attempts: {last_error}"),
                 );
             }
-            let (choice, guard) = match self.place(&q, exclude, deadline).await {
+            let (choice, guard) = match self.place(key, exclude, deadline).await {
                 Ok(placed) => placed,
                 Err(Unplaced::QueueTimeout(replica)) => return self.queue_timeout(&replica),
                 Err(Unplaced::NoReplica) if attempt == 0 => {
@@ -320,15 +451,16 @@ impl Proxy {
             if let Some(a) = access.as_mut() {
                 a.attempts = attempt + 1;
             }
-            let upstream = choice.replica.pool.get(
-                &path_and_query,
+            let upstream = choice.replica.pool.send(
+                &outgoing,
                 |out: &mut Vec<u8>| forward::write_upstream_headers(out, headers, peer, id),
                 timeout,
             );
             match tokio::time::timeout_at(until.into(), upstream).await {
                 Ok(Ok(answer))
                     if answer.status == StatusCode::SERVICE_UNAVAILABLE
-                        && attempt + 1 < attempts =>
+                        && attempt + 1 < attempts
+                        && resend =>
                 {
                     // Shed by a live replica: try another one. A body still on the
                     // connection is dropped with it rather than read.
@@ -391,6 +523,9 @@ impl Proxy {
                     }
                     drop(guard);
                     last_error = format!("replica {}: {e}", choice.replica.name).into();
+                    if !resend && !e.is_connect() {
+                        break;
+                    }
                 }
                 Err(_) => {
                     // An attempt cut short by the request's deadline says nothing about
@@ -405,14 +540,22 @@ impl Proxy {
                         timeout.as_millis()
                     )
                     .into();
+                    if !resend {
+                        break;
+                    }
                 }
             }
             exclude |= 1u64 << choice.index;
         }
         self.failures.increment(1);
+        let not_again = if resend {
+            ""
+        } else {
+            " (a POST that took no route is not sent twice)"
+        };
         json_error(
             StatusCode::BAD_GATEWAY,
-            format!("every attempt failed: {last_error}"),
+            format!("every attempt failed: {last_error}{not_again}"),
         )
     }
 }

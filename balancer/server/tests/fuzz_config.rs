@@ -9,6 +9,7 @@ use balancer::load::MAX_REPLICAS;
 use balancer::ring::{MAX_VNODES, MIN_VNODES};
 use balancer_server::config::{Config, ConfigError, Validated};
 use balancer_server::replicas::{check_address, check_name};
+use balancer_server::routes::{Fallback, GET, MAX_ROUTES, POST};
 use proptest::prelude::*;
 use proptest::sample::Index;
 
@@ -28,6 +29,8 @@ deadline_ms = 3000
 retries = 2
 ramp_queries = 2000
 max_query_bytes = 4096
+max_body_bytes = 65536
+fallback = "round-robin"
 
 [health]
 interval_ms = 1000
@@ -48,6 +51,19 @@ address = "127.0.0.1:9000"
 [[replicas]]
 name = "r1"
 address = "localhost:9001"
+
+[[routes]]
+preset = "solr"
+
+[[routes]]
+preset = "elasticsearch-match"
+field = "title"
+
+[[routes]]
+method = ["GET", "POST"]
+path_prefix = "/v1"
+path_suffix = "/_search"
+query = { json = "/query/query_string/query" }
 "#;
 
 /// `BALLOT_FUZZ_CASES` when set, else `ci_default`.
@@ -88,6 +104,14 @@ fn check(text: &str) -> Result<(), TestCaseError> {
                 prop_assert!(p.is_absolute(), "{} not resolved", p.display());
             }
             prop_assert!(v.admin_token.as_deref() != Some(""));
+            prop_assert!((1024..=64 << 20).contains(&c.max_body_bytes));
+            prop_assert_eq!(c.fallback.parse::<Fallback>().ok(), Some(v.fallback));
+            let routes = v.routes.iter().count();
+            prop_assert!((1..=MAX_ROUTES).contains(&routes));
+            prop_assert!(c.routes.is_empty() || routes == c.routes.len());
+            for r in v.routes.iter() {
+                prop_assert!(r.methods != 0 && r.methods & !(GET | POST) == 0);
+            }
         }
         Err(e) => {
             let msg = e.to_string();
@@ -164,6 +188,16 @@ const VALUES: &[&str] = &[
     "\"\\u0000\"",
     "\"é\"",
     "\"r0\"",
+    "\"solr\"",
+    "\"elasticsearch-query-string\"",
+    "\"refuse\"",
+    "\"POST\"",
+    "[\"GET\", \"POST\"]",
+    "\"/_search\"",
+    "\"/query/match/title\"",
+    "\"/a~2\"",
+    "{ param = \"q\" }",
+    "{ form = \"q\", json = \"/q\" }",
 ];
 
 const SNIPPETS: &[&str] = &[
@@ -189,6 +223,9 @@ const SNIPPETS: &[&str] = &[
     "\t",
     "deadline_ms = 0\n",
     "unknown = 1\n",
+    "[[routes]]\npreset = \"tantivy\"\n",
+    "[[routes]]\nmethod = \"GET\"\npath = \"/s\"\nquery = { param = \"q\" }\n",
+    "fallback = \"p2c\"\n",
 ];
 
 fn edit() -> impl Strategy<Value = Edit> {
@@ -325,4 +362,9 @@ proptest! {
 fn the_full_config_is_valid() {
     let v = parse(FULL).expect("FULL is valid");
     assert_eq!(v.config.replicas.len(), 2);
+    assert_eq!(v.routes.iter().count(), 3);
+    assert_eq!(
+        v.fallback,
+        Fallback::Policy(balancer::policy::PolicyKind::RoundRobin)
+    );
 }

@@ -8,8 +8,9 @@
 //! to the connection's task, a oneshot back), and the balancer spent a third more CPU per
 //! request than HAProxy against static backends; here the exchange runs in the request's
 //! own task (docs/results.md, "The proxy alone", has the CPU per request of both).
-//! Only what a proxy of `GET` needs is here: no request bodies, no upgrades (a 101 answer
-//! is an error), no pipelining; interim 1xx answers are skipped.
+//! Only what a proxy of searches needs is here: `GET` and `POST` requests with a body of
+//! known length (written by [`Pool`](super::Pool)), no upgrades (a 101 answer is an
+//! error), no pipelining; interim 1xx answers are skipped.
 
 use std::mem::MaybeUninit;
 use std::ops::Range;

@@ -19,14 +19,19 @@
 //! idle keep-alive timeout must stay above this age), nor one the replica closed while it
 //! sat idle (seen by the runtime, without a system call). A request that an idle
 //! connection could not carry (closed under it before any byte of an answer) moves to
-//! another connection: only `GET` is proxied, so sending it again is safe.
+//! another connection when it may be sent twice ([`Outgoing::resend`]: every `GET`, and a
+//! `POST` to a search route); any other fails there.
+//!
+//! A request is `GET` or `POST` ([`Method`]); a body goes with its own `Content-Length`,
+//! written after the head in the same system call (`writev`), straight from the client's
+//! buffer: the connection's request buffer holds the head alone and is reused.
 
 pub mod h1;
 pub mod relay;
 
 use std::cell::Cell;
 use std::collections::VecDeque;
-use std::io;
+use std::io::{self, IoSlice};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -98,6 +103,51 @@ impl UpstreamError {
     /// Whether this was a connect failure (the replica gets ejected).
     pub fn is_connect(&self) -> bool {
         matches!(self, UpstreamError::Connect(_))
+    }
+}
+
+/// The method of a request sent upstream: a client's `HEAD` goes as `GET` (the client
+/// listener drops the body of the answer).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Method {
+    /// `GET`.
+    Get,
+    /// `POST`.
+    Post,
+}
+
+impl Method {
+    fn bytes(self) -> &'static [u8] {
+        match self {
+            Method::Get => b"GET",
+            Method::Post => b"POST",
+        }
+    }
+}
+
+/// One request to send to a replica.
+#[derive(Clone, Copy, Debug)]
+pub struct Outgoing<'a> {
+    /// The method.
+    pub method: Method,
+    /// The target (path and query string).
+    pub path: &'a PathAndQuery,
+    /// The body (empty: none; a `POST` still says `Content-Length: 0`).
+    pub body: &'a [u8],
+    /// Whether the request may go again on another connection when an idle one closed
+    /// under it before any byte of an answer: only a request that may be sent twice.
+    pub resend: bool,
+}
+
+impl Outgoing<'_> {
+    /// `GET path` with no body.
+    pub fn get(path: &PathAndQuery) -> Outgoing<'_> {
+        Outgoing {
+            method: Method::Get,
+            path,
+            body: &[],
+            resend: true,
+        }
     }
 }
 
@@ -227,28 +277,38 @@ impl Conn {
         Poll::Ready(Ok(n))
     }
 
-    /// Writes all of `bytes` (`AsyncWriteExt::write_all` needs tokio's `io-util` feature,
-    /// which nothing else in the workspace uses).
-    async fn write_all(&mut self, mut bytes: &[u8]) -> io::Result<()> {
-        while !bytes.is_empty() {
-            let n =
-                std::future::poll_fn(|cx| Pin::new(&mut self.stream).poll_write(cx, bytes)).await?;
+    /// Writes all of `head`, then all of `body`, in as few system calls as the socket takes
+    /// them (`AsyncWriteExt::write_all` needs tokio's `io-util` feature, which nothing else
+    /// in the workspace uses).
+    async fn write_all(&mut self, mut head: &[u8], mut body: &[u8]) -> io::Result<()> {
+        while !head.is_empty() || !body.is_empty() {
+            let n = std::future::poll_fn(|cx| {
+                let stream = Pin::new(&mut self.stream);
+                if body.is_empty() {
+                    stream.poll_write(cx, head)
+                } else {
+                    stream.poll_write_vectored(cx, &[IoSlice::new(head), IoSlice::new(body)])
+                }
+            })
+            .await?;
             if n == 0 {
                 return Err(io::ErrorKind::WriteZero.into());
             }
-            bytes = &bytes[n..];
+            let from_head = n.min(head.len());
+            head = &head[from_head..];
+            body = &body[n - from_head..];
         }
         Ok(())
     }
 
-    /// Sends the request in `out` and reads the response head.
-    async fn exchange(&mut self) -> Result<Head, Failure> {
+    /// Sends the request head in `out` and `body`, and reads the response head.
+    async fn exchange(&mut self, body: &[u8]) -> Result<Head, Failure> {
         debug_assert!(
             self.buf.is_empty(),
             "a pooled connection holds no unread bytes"
         );
         let out = std::mem::take(&mut self.out);
-        let sent = self.write_all(&out).await;
+        let sent = self.write_all(&out, body).await;
         self.out = out;
         sent.map_err(Failure::Unanswered)?;
         // Bytes already searched for the blank line that ends a head: the head is parsed
@@ -392,46 +452,69 @@ impl Pool {
         Ok(tcp)
     }
 
-    /// Writes the request into `out`: `GET path`, this replica's `Host`, then the header
-    /// lines `write_headers` writes (each ending in CRLF).
+    /// Writes the request head into `out`: `METHOD path`, this replica's `Host`, the
+    /// body's `Content-Length` (for a body, and for every `POST`), then the header lines
+    /// `write_headers` writes (each ending in CRLF).
     fn write_request(
         &self,
         out: &mut Vec<u8>,
-        path: &PathAndQuery,
+        req: &Outgoing<'_>,
         write_headers: &impl Fn(&mut Vec<u8>),
     ) {
         out.clear();
-        out.extend_from_slice(b"GET ");
-        out.extend_from_slice(path.as_str().as_bytes());
+        out.extend_from_slice(req.method.bytes());
+        out.push(b' ');
+        out.extend_from_slice(req.path.as_str().as_bytes());
         out.extend_from_slice(b" HTTP/1.1\r\nhost: ");
         out.extend_from_slice(self.host.as_bytes());
         out.extend_from_slice(b"\r\n");
+        if !req.body.is_empty() || req.method == Method::Post {
+            use std::io::Write;
+            let _ = write!(out, "content-length: {}\r\n", req.body.len());
+        }
         write_headers(out);
         out.extend_from_slice(b"\r\n");
     }
 
-    /// Sends `GET path` with the header lines `write_headers` writes (and this replica's
-    /// `Host`) on an idle connection, or a new one (opened within `connect_timeout`), and
-    /// reads the answer's head. An idle connection closed under the request passes it to
-    /// the next one.
+    /// Sends `GET path` with no body: [`Pool::send`].
     pub async fn get(
         &self,
         path: &PathAndQuery,
         write_headers: impl Fn(&mut Vec<u8>),
         connect_timeout: Duration,
     ) -> Result<Answer, UpstreamError> {
+        self.send(&Outgoing::get(path), write_headers, connect_timeout)
+            .await
+    }
+
+    /// Sends `req` with the header lines `write_headers` writes (and this replica's `Host`)
+    /// on an idle connection, or a new one (opened within `connect_timeout`), and reads the
+    /// answer's head. An idle connection closed under the request passes it to the next
+    /// one if [`Outgoing::resend`] allows, else the request fails there.
+    pub async fn send(
+        &self,
+        req: &Outgoing<'_>,
+        write_headers: impl Fn(&mut Vec<u8>),
+        connect_timeout: Duration,
+    ) -> Result<Answer, UpstreamError> {
         for _ in 0..MAX_STALE_TRIES {
             let Some(mut conn) = self.take() else { break };
-            self.write_request(&mut conn.out, path, &write_headers);
-            match conn.exchange().await {
+            self.write_request(&mut conn.out, req, &write_headers);
+            match conn.exchange(req.body).await {
                 Ok(head) => return Ok(self.answer(conn, head)),
+                Err(Failure::Unanswered(e)) if !req.resend => {
+                    return Err(UpstreamError::Io(format!(
+                        "an idle connection closed under the request ({e}); it may not be \
+                         sent twice"
+                    )))
+                }
                 Err(Failure::Unanswered(_)) => {}
                 Err(Failure::Failed(e)) => return Err(e),
             }
         }
         let mut conn = Conn::new(self.connect(connect_timeout).await?);
-        self.write_request(&mut conn.out, path, &write_headers);
-        match conn.exchange().await {
+        self.write_request(&mut conn.out, req, &write_headers);
+        match conn.exchange(req.body).await {
             Ok(head) => Ok(self.answer(conn, head)),
             Err(Failure::Unanswered(e)) => Err(UpstreamError::Io(e.to_string())),
             Err(Failure::Failed(e)) => Err(e),
@@ -465,5 +548,72 @@ impl Pool {
             headers: head.headers,
             body,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn head(pool: &Pool, req: &Outgoing<'_>) -> String {
+        let mut out = Vec::new();
+        pool.write_request(&mut out, req, &|o: &mut Vec<u8>| {
+            o.extend_from_slice(b"content-type: application/json\r\n")
+        });
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn requests_carry_their_method_and_a_length_for_a_body() {
+        let pool = Pool::new("127.0.0.1:9").unwrap();
+        let path = PathAndQuery::from_static("/books/_search?pretty");
+        assert_eq!(
+            head(&pool, &Outgoing::get(&path)),
+            "GET /books/_search?pretty HTTP/1.1\r\nhost: 127.0.0.1:9\r\n\
+             content-type: application/json\r\n\r\n"
+        );
+        let post = Outgoing {
+            method: Method::Post,
+            path: &path,
+            body: b"{\"query\":{}}",
+            resend: true,
+        };
+        assert_eq!(
+            head(&pool, &post),
+            "POST /books/_search?pretty HTTP/1.1\r\nhost: 127.0.0.1:9\r\n\
+             content-length: 12\r\ncontent-type: application/json\r\n\r\n"
+        );
+        let empty = Outgoing { body: b"", ..post };
+        assert!(head(&pool, &empty).contains("\r\ncontent-length: 0\r\n"));
+    }
+
+    #[tokio::test]
+    async fn a_head_and_a_body_arrive_whole_and_in_order() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let big = vec![b'x'; 300_000];
+        let want = big.len() + 5;
+        let reader = tokio::spawn(async move {
+            let (s, _) = listener.accept().await.unwrap();
+            let mut got = Vec::new();
+            let mut buf = vec![0u8; 65536];
+            while got.len() < want {
+                s.readable().await.unwrap();
+                match s.try_read(&mut buf) {
+                    Ok(n) => {
+                        assert!(n > 0, "closed early");
+                        got.extend_from_slice(&buf[..n]);
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(e) => panic!("{e}"),
+                }
+            }
+            got
+        });
+        let mut conn = Conn::new(TcpStream::connect(addr).await.unwrap());
+        conn.write_all(b"head:", &big).await.unwrap();
+        let got = reader.await.unwrap();
+        assert_eq!(&got[..5], b"head:");
+        assert!(got[5..].iter().all(|&b| b == b'x') && got.len() == want);
     }
 }

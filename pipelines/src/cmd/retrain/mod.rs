@@ -62,6 +62,12 @@ pub struct RetrainArgs {
     /// Per-replica cache size as a fraction of the distinct postings bytes of the days read.
     #[arg(long, default_value_t = 0.05)]
     pub cache_frac: f64,
+    /// The replicas' cache size in bytes, simulated in place of --cache-frac: what the
+    /// serving replicas really hold (`replica --cache-bytes`), whatever the days read. With
+    /// --cache-frac the simulated cache grows with the distinct terms of the days read, so
+    /// `--days 60` simulates larger caches than `--days 14`.
+    #[arg(long)]
+    pub cache_bytes: Option<u64>,
     /// Eviction policy of the simulated caches (train and evaluation): lru, sieve or
     /// s3fifo, as the replicas run (the replica's default is sieve).
     #[arg(long, default_value_t = EvictionKind::SERVING_DEFAULT)]
@@ -221,7 +227,9 @@ pub fn run(args: &RetrainArgs) -> Result<()> {
         trace.test_len(),
         trace.dict.len()
     ));
-    let capacity = trace.capacity_for(args.cache_frac);
+    let capacity = args
+        .cache_bytes
+        .unwrap_or_else(|| trace.capacity_for(args.cache_frac));
 
     let current = load_current(args, token.as_deref())?;
     let train_queries: Vec<&str> = train_log.iter().collect();
@@ -245,11 +253,19 @@ pub fn run(args: &RetrainArgs) -> Result<()> {
     let new_score = evaluate(
         &trace,
         args,
+        capacity,
         new_table,
         &part_of,
         args.output.display().to_string(),
     )?;
-    let cur_score = evaluate(&trace, args, current.1, &part_of, current.0.clone())?;
+    let cur_score = evaluate(
+        &trace,
+        args,
+        capacity,
+        current.1,
+        &part_of,
+        current.0.clone(),
+    )?;
     stage.finish("done");
 
     let rule = Rule {
@@ -305,6 +321,7 @@ pub fn run(args: &RetrainArgs) -> Result<()> {
         "test_queries": trace.test_len(),
         "replicas": args.replicas,
         "cache_frac": args.cache_frac,
+        "cache_bytes": capacity,
         "eviction": args.eviction.name(),
         "rule": rule,
         "deciding": verdict.deciding,
@@ -341,6 +358,9 @@ fn validate(args: &RetrainArgs) -> Result<()> {
         bail!("--days must be at least 1");
     }
     crate::inputs::check_fraction("--cache-frac", args.cache_frac)?;
+    if args.cache_bytes == Some(0) {
+        bail!("--cache-bytes must be at least 1");
+    }
     if !(args.min_gain.is_finite() && (0.0..1.0).contains(&args.min_gain)) {
         bail!("--min-gain {} is not in [0, 1)", args.min_gain);
     }
@@ -508,6 +528,7 @@ fn load_current(
 fn evaluate(
     trace: &Trace,
     args: &RetrainArgs,
+    capacity: u64,
     table: Arc<VotingTable>,
     part_of: &[u32],
     source: String,
@@ -522,7 +543,7 @@ fn evaluate(
     let policy = build_policy(PolicyKind::Table, &params)?;
     let cfg = SimConfig {
         replicas: args.replicas,
-        capacity_bytes: trace.capacity_for(args.cache_frac),
+        capacity_bytes: capacity,
         eviction: args.eviction,
         window: cache_sim::sim::replay::DEFAULT_WINDOW,
         seed: args.seed,
