@@ -21,7 +21,9 @@ pub mod policy;
 pub mod ramp;
 pub mod ring;
 
-pub use load::{load_cap, InFlight, LoadKind, LoadView, StaticLoad, Window, MAX_REPLICAS};
+pub use load::{
+    load_cap, InFlight, LoadKind, LoadView, StaticLoad, Window, WorkSource, MAX_REPLICAS,
+};
 pub use policy::{
     build_policy, hash_tokens, Decision, PolicyError, PolicyKind, PolicyParams, QueryKey, Reason,
     RoutingPolicy, TermBytes,

@@ -53,6 +53,15 @@ pub struct RoutingArgs {
     /// the flash bandwidth, roughly).
     #[arg(long, default_value_t = DEFAULT_WORK_QUERY_BYTES)]
     pub work_query_bytes: u64,
+    /// Where the live balancer's `work` load learns each query's flash bytes: `header`
+    /// (the replica's `x-ballot-miss-bytes`), `orca` (its ORCA load report), `shadow` (the
+    /// balancer's own caches of the replicas' size and policy, fed with the queries it
+    /// routes: no feedback from the replica), or `auto` (header, else report, else
+    /// shadow). The simulators take it too and compute the same bytes for each: their
+    /// replica reads exactly the size table's bytes, so its report and a shadow cache
+    /// agree (tests/shadow_vs_sim.rs in balancer-server checks it query by query).
+    #[arg(long, default_value = "auto")]
+    pub work_source: balancer::WorkSource,
     /// `table`'s home share in [0, 1]: a replica whose votes reach this share of the
     /// chosen one's is a home of the query too, and the least loaded home takes it (0: off).
     #[arg(long, default_value_t = balancer::policy::DEFAULT_HOMES)]

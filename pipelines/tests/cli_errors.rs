@@ -279,3 +279,24 @@ fn demo_rejects_bad_settings_before_any_work() {
     // Nothing was built: the checks ran first.
     assert!(!tmp.path().join("demo").join("index").exists());
 }
+
+#[test]
+fn sizes_from_a_terms_dump_and_its_bad_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let dump = dir.path().join("terms.tsv");
+    std::fs::write(&dump, "term\tdf\nhello\t1000\nworld\t4\n").unwrap();
+    let out = dir.path().join("sizes.parquet");
+    let (dump_s, out_s) = (dump.display().to_string(), out.display().to_string());
+    let run = ballot(&["sizes", "--terms", &dump_s, "-o", &out_s]);
+    assert!(run.status.success(), "{}", stderr(&run));
+    let table = data::sizes::SizeTable::read_parquet(&out).unwrap();
+    assert_eq!(
+        (table.len(), table.get("hello"), table.get("world")),
+        (2, Some(1016), Some(20))
+    );
+    std::fs::write(&dump, "term\tdf\nhello\t1000\nworld\tfour\n").unwrap();
+    assert_clean_failure(
+        &["sizes", "--terms", &dump_s, "-o", &out_s],
+        &["terms.tsv:3", "\"four\" is not a number"],
+    );
+}

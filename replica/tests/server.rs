@@ -585,7 +585,8 @@ fn blocking_threads_stay_within_the_cap() {
     assert_eq!(u(&srv.stats(), "queries"), 100);
 }
 
-/// The `x-ballot-miss-bytes` header of a search, with its JSON body.
+/// The `x-ballot-miss-bytes` header of a search, with its JSON body; the ORCA load report
+/// (`endpoint-load-metrics`) must say the same bytes and a backlog.
 fn search_with_miss_header(addr: SocketAddr, path: &str) -> (u64, Value) {
     let r: Response = e2e::get(addr, path);
     let header = r
@@ -593,6 +594,18 @@ fn search_with_miss_header(addr: SocketAddr, path: &str) -> (u64, Value) {
         .unwrap_or_else(|| panic!("no x-ballot-miss-bytes header in {:?}", r.headers))
         .parse::<u64>()
         .expect("a byte count");
+    let report = r
+        .header(data::load_report::HEADER)
+        .unwrap_or_else(|| panic!("no load report in {:?}", r.headers));
+    let entry = |name| data::load_report::find(report.as_bytes(), name).unwrap();
+    assert_eq!(
+        entry(data::load_report::MISS_BYTES),
+        Some(header as f64),
+        "{report}"
+    );
+    // One search at a time: none other was in flight when the answer was written (this
+    // one had left).
+    assert_eq!(entry(data::load_report::BACKLOG), Some(0.0), "{report}");
     (header, r.json())
 }
 

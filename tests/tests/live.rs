@@ -24,8 +24,10 @@ use e2e::{
 use serde_json::Value;
 
 /// The demo's emulated flash per replica: slow enough that flash, not the two cores, bounds
-/// every policy's throughput, even beside a CPU hog.
-const FLASH_MBPS: &str = "2";
+/// every policy's throughput, even beside a CPU hog. (At 2 MB/s a hog on both cores cut
+/// round-robin's throughput by 5%, and its p99 at 0.8 of the quiet saturation, which
+/// moves four times as much as the throughput there, ended 43% above the prediction.)
+const FLASH_MBPS: &str = "1";
 
 /// How far a measured throughput or p99 may be from the queueing simulator's prediction.
 const PREDICTION_TOLERANCE: f64 = 0.25;
@@ -47,7 +49,7 @@ fn demo_table_beats_round_robin_over_http() {
             "--out",
             out_dir.to_str().unwrap(),
             "--synth-queries",
-            "30000",
+            "60000",
             "--docs",
             "200000",
             "--replicas",
@@ -63,7 +65,7 @@ fn demo_table_beats_round_robin_over_http() {
             "--live-saturate",
             "2000",
             "--live-steady",
-            "2000",
+            "4000",
             "--live-concurrency",
             "16",
             "--flash-read-mbps",
@@ -137,8 +139,8 @@ fn demo_table_beats_round_robin_over_http() {
             format!("{policy}: {} failed requests", r["errors"]),
         );
         check(
-            r["sent"].as_u64().unwrap_or(0) >= 4000,
-            format!("{policy}: {} requests sent, expected 4,000", r["sent"]),
+            r["sent"].as_u64().unwrap_or(0) >= 6000,
+            format!("{policy}: {} requests sent, expected 6,000", r["sent"]),
         );
         // The queueing simulator's prediction of the same phases.
         for (got, want) in [
@@ -160,7 +162,7 @@ fn demo_table_beats_round_robin_over_http() {
         qps("table") / qps("round-robin"),
         p99("table") / p99("round-robin"),
     );
-    eprintln!("table / round-robin: {speedup:.2}x queries/s, {tail:.2}x p99");
+    println!("table / round-robin: {speedup:.2}x queries/s, {tail:.2}x p99");
     check(
         speedup >= 1.5,
         format!("the table serves {speedup:.2}x round-robin's queries/s at saturation (< 1.5x)"),

@@ -177,12 +177,19 @@ async fn metrics(AxState(app): AxState<Arc<App>>) -> Response {
         metrics::gauge!(m::IN_FLIGHT, "replica" => rep.name.clone()).set(in_flight);
         let queued = app.state.slots.queued(i) as f64;
         metrics::gauge!(m::REPLICA_QUEUED, "replica" => rep.name.clone()).set(queued);
+        if let Some(shadow) = &app.proxy.shadow {
+            let cached = shadow.cached_bytes(i) as f64;
+            metrics::gauge!(m::SHADOW_CACHED_BYTES, "replica" => rep.name.clone()).set(cached);
+        }
         let up = rep.is_healthy() && !rep.is_drained();
         metrics::gauge!(m::REPLICA_UP, "replica" => rep.name.clone()).set(if up {
             1.0
         } else {
             0.0
         });
+    }
+    if let Some(shadow) = &app.proxy.shadow {
+        metrics::gauge!(m::SHADOW_MEMORY_BYTES).set(shadow.memory_bytes() as f64);
     }
     app.state.tick();
     (
@@ -358,10 +365,18 @@ async fn list_replicas(AxState(app): AxState<Arc<App>>) -> Response {
                 "health_changed_at_check": r.health_changed_at_check(),
                 "in_flight": app.state.slots.counts.count(i),
                 "queued": app.state.slots.queued(i),
+                "shadow_cached_bytes": app.proxy.shadow.as_ref().map(|s| s.cached_bytes(i)),
             })
         })
         .collect();
-    Json(json!({ "slots": members.slots.len(), "replicas": list })).into_response()
+    Json(json!({
+        "slots": members.slots.len(),
+        "replicas": list,
+        "load": app.state.cfg.load.name(),
+        "work_source": app.state.cfg.config.work_source.name(),
+        "shadow": app.proxy.shadow.as_ref().map(|s| s.summary()),
+    }))
+    .into_response()
 }
 
 #[derive(Deserialize)]

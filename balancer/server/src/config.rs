@@ -12,6 +12,10 @@
 //!                                     # load_window) or "work" (their flash bytes + a fixed cost)
 //! load_window = 10000
 //! work_query_bytes = 4096             # work: the fixed per-query cost, in flash bytes
+//! work_source = "auto"                # work: a query's flash bytes from the replica's
+//!                                     # x-ballot-miss-bytes ("header"), its ORCA load report
+//!                                     # ("orca"), the [shadow] caches ("shadow"), or "auto":
+//!                                     # header, else report, else shadow, else none
 //! stall_eps = 1.0                     # window, work: full anyway at a backlog (in flight +
 //! stall_slack = 2                     #   queued) of ceil((1+stall_eps)·mean backlog) + stall_slack
 //! slow_start_queries = 2000           # a replica that comes back ramps its share up over these
@@ -48,6 +52,12 @@
 //! vnodes = 160                        # consistent-hashing policies
 //! homes = 0.85                        # table: votes within 85% of the top are homes too
 //!
+//! # Shadow caches (crate::shadow): the balancer's estimate of each replica's flash bytes,
+//! # for backends that report none. Needs [policy] sizes.
+//! [shadow]
+//! cache_bytes = 26214400              # each replica's RAM cache (its page cache, say)
+//! eviction = "sieve"                  # the replica's eviction policy (eviction crate names)
+//!
 //! [[replicas]]
 //! name = "r0"
 //! address = "127.0.0.1:9000"
@@ -71,9 +81,10 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use balancer::load::{LoadKind, MAX_REPLICAS};
+use balancer::load::{LoadKind, WorkSource, MAX_REPLICAS};
 use balancer::policy::{PolicyKind, DEFAULT_EPS, DEFAULT_HOMES};
 use balancer::ring::{DEFAULT_VNODES, MAX_VNODES, MIN_VNODES};
+use eviction::EvictionKind;
 
 use crate::routes::{Fallback, RouteConfig, Routes};
 
@@ -156,6 +167,28 @@ pub struct PolicyConfig {
     pub homes: f64,
 }
 
+/// The `[shadow]` section: one cache per replica in the balancer, of the replica's size and
+/// eviction policy, fed with the terms of the queries routed there ([`crate::shadow`]).
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct ShadowConfig {
+    /// Each replica's cache, in postings bytes (1 KiB to 1 TiB).
+    pub cache_bytes: u64,
+    /// Its eviction policy, by name (`lru`, `sieve`, ...).
+    #[serde(default = "default_shadow_eviction")]
+    pub eviction: String,
+}
+
+fn default_shadow_eviction() -> String {
+    "sieve".to_owned()
+}
+
+fn work_source<'de, D: serde::Deserializer<'de>>(d: D) -> Result<WorkSource, D::Error> {
+    let name = String::deserialize(d)?;
+    name.parse()
+        .map_err(|e: balancer::load::UnknownWorkSource| serde::de::Error::custom(e.to_string()))
+}
+
 /// One replica: its index in the voting table is its position in the list.
 #[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
@@ -222,6 +255,12 @@ pub struct Config {
     /// times the flash bandwidth, roughly).
     #[serde(default = "default_work_query_bytes")]
     pub work_query_bytes: u64,
+    /// With `load = "work"`: where a query's flash bytes come from ([`WorkSource`]).
+    #[serde(default, deserialize_with = "work_source")]
+    pub work_source: WorkSource,
+    /// The shadow caches (`None`: none kept).
+    #[serde(default)]
+    pub shadow: Option<ShadowConfig>,
     /// A replica that becomes live again (re-admitted by health checks, enabled after a
     /// drain, added) takes a share of the load that grows linearly from 0 to its full
     /// share over this many routed queries (HAProxy's `slowstart`, counted in queries), so
@@ -423,6 +462,8 @@ pub struct Validated {
     pub routes: Routes,
     /// `fallback`, parsed.
     pub fallback: Fallback,
+    /// `[shadow] eviction`, parsed (`None`: no shadow caches).
+    pub shadow_eviction: Option<EvictionKind>,
 }
 
 impl Validated {
@@ -670,6 +711,35 @@ impl Config {
             )));
         }
         let load = config.load.unwrap_or_else(|| auto_load(policy));
+        let shadow_eviction = match &config.shadow {
+            None if config.work_source == WorkSource::Shadow => {
+                return Err(invalid(
+                    "work_source = \"shadow\" needs a [shadow] section (cache_bytes, eviction)"
+                        .into(),
+                ))
+            }
+            None => None,
+            Some(sh) => {
+                if !(1024..=1 << 40).contains(&sh.cache_bytes) {
+                    return Err(invalid(format!(
+                        "shadow.cache_bytes must be between 1024 and 2^40, got {}",
+                        sh.cache_bytes
+                    )));
+                }
+                if config.policy.sizes.is_none() {
+                    return Err(invalid(
+                        "[shadow] needs [policy] sizes: the postings bytes of each term are \
+                         what a shadow cache holds and misses"
+                            .into(),
+                    ));
+                }
+                let kind = sh
+                    .eviction
+                    .parse::<EvictionKind>()
+                    .map_err(|e| invalid(format!("shadow.eviction: {e}")))?;
+                Some(kind)
+            }
+        };
         Ok(Validated {
             config,
             path: path.to_owned(),
@@ -678,6 +748,7 @@ impl Config {
             admin_token,
             routes,
             fallback,
+            shadow_eviction,
         })
     }
 }

@@ -15,6 +15,9 @@
 //!   request path. [`fallback`]: requests routed without a query. [`admit`]: the bounds
 //!   on requests in flight. [`forward`]: the headers sent upstream. [`access`]: the
 //!   access log.
+//! * [`work`]: each answer's flash bytes for the `work` load, from the replica's header,
+//!   its ORCA load report, or [`shadow`]: the balancer's own estimate of each replica's
+//!   flash bytes, for backends that report none (`work_source`).
 //! * [`upstream`]: keep-alive connections to replicas and the HTTP/1.1 exchange on them.
 //! * [`health`]: active checks. [`reload`]: table reload. [`admin`]: the admin API.
 //!   [`tables`]: the files a path reload may read.
@@ -36,10 +39,12 @@ pub mod proxy;
 pub mod reload;
 pub mod replicas;
 pub mod routes;
+pub mod shadow;
 pub mod state;
 pub mod tables;
 pub mod upstream;
 pub mod view;
+pub mod work;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -50,6 +55,7 @@ use metrics_exporter_prometheus::PrometheusHandle;
 
 use crate::config::Validated;
 use crate::proxy::Proxy;
+use crate::shadow::Shadow;
 use crate::state::State;
 use balancer::policy::TermBytes;
 
@@ -92,10 +98,15 @@ impl App {
     pub fn build(cfg: Validated) -> Result<Arc<App>, StartError> {
         let prom = metrics::install();
         let mut term_bytes = TermBytes::default();
+        let mut shadow = None;
         if let Some(p) = &cfg.config.policy.sizes {
             let sizes = data::sizes::SizeTable::read_parquet(p)?;
             for (term, bytes) in sizes.sorted() {
                 term_bytes.insert(data::hash::term_hash(term), bytes);
+            }
+            if let (Some(sh), Some(eviction)) = (&cfg.config.shadow, cfg.shadow_eviction) {
+                let default_bytes = term_bytes.default_bytes();
+                shadow = Some(Shadow::new(&sizes, default_bytes, sh.cache_bytes, eviction));
             }
         }
         let table = match (&cfg.config.policy.table, cfg.policy.needs_table()) {
@@ -118,7 +129,7 @@ impl App {
         let state = State::new(cfg, Arc::new(term_bytes), table.as_ref())
             .map_err(|source| StartError::Policy { path, source })?;
         let state = Arc::new(state);
-        let proxy = Proxy::new(Arc::clone(&state)).map_err(|e| StartError::Policy {
+        let proxy = Proxy::new(Arc::clone(&state), shadow).map_err(|e| StartError::Policy {
             path: state.cfg.path.clone(),
             source: e.into(),
         })?;

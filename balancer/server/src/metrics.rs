@@ -50,6 +50,19 @@ pub const RAMP_PROGRESS: &str = "ballot_table_ramp_progress";
 /// without a query (no route, or an unreadable one; kinds in
 /// [`Unreadable::kind`](crate::routes::Unreadable::kind)).
 pub const CLIENT_ERRORS: &str = "ballot_client_errors_total";
+/// Answers by where their `work` came from: `source` = `header`, `orca`, `shadow`, or
+/// `none` (the fixed per-query cost alone).
+pub const WORK_SOURCE: &str = "ballot_work_source_total";
+/// ORCA load reports (`endpoint-load-metrics`) that could not be read, and were ignored.
+pub const LOAD_REPORTS_MALFORMED: &str = "ballot_load_reports_malformed_total";
+/// Flash bytes a replica read, as it reported them (header or ORCA report), by replica.
+pub const REPORTED_MISS_BYTES: &str = "ballot_reported_miss_bytes_total";
+/// Flash bytes a replica read, as its shadow cache estimates them, by replica.
+pub const SHADOW_MISS_BYTES: &str = "ballot_shadow_miss_bytes_total";
+/// Postings bytes a replica's shadow cache holds, by replica.
+pub const SHADOW_CACHED_BYTES: &str = "ballot_shadow_cached_bytes";
+/// Memory the shadow caches and their term ids take, estimated.
+pub const SHADOW_MEMORY_BYTES: &str = "ballot_shadow_memory_bytes";
 
 /// Buckets of [`ROUTE_SECONDS`]: 250 ns to 1 ms.
 const ROUTE_BUCKETS: [f64; 9] = [250e-9, 500e-9, 1e-6, 2e-6, 5e-6, 10e-6, 50e-6, 200e-6, 1e-3];
@@ -120,6 +133,24 @@ fn describe() {
         CLIENT_ERRORS,
         "Client requests refused, or routed by the fallback policy without a query, by kind"
     );
+    describe_counter!(WORK_SOURCE, "Answers by where their work came from");
+    describe_counter!(
+        LOAD_REPORTS_MALFORMED,
+        "Unreadable ORCA load reports, ignored"
+    );
+    describe_counter!(
+        REPORTED_MISS_BYTES,
+        "Flash bytes read, as replicas report them"
+    );
+    describe_counter!(
+        SHADOW_MISS_BYTES,
+        "Flash bytes read, as shadow caches estimate them"
+    );
+    describe_gauge!(SHADOW_CACHED_BYTES, "Postings bytes held by a shadow cache");
+    describe_gauge!(
+        SHADOW_MEMORY_BYTES,
+        "Memory of the shadow caches, estimated"
+    );
 }
 
 /// The handles of one replica, registered when it joins.
@@ -133,6 +164,10 @@ pub struct ReplicaMetrics {
     pub shed: Counter,
     /// `UPSTREAM_SECONDS`.
     pub upstream: Histogram,
+    /// `REPORTED_MISS_BYTES`.
+    pub reported_miss_bytes: Counter,
+    /// `SHADOW_MISS_BYTES`.
+    pub shadow_miss_bytes: Counter,
 }
 
 /// Why a request went to its replica, as `ballot_requests_total{reason}` counts it: the
@@ -189,6 +224,8 @@ impl ReplicaMetrics {
             ejections: metrics::counter!(EJECTIONS, "replica" => name.to_owned()),
             shed: metrics::counter!(SHED, "replica" => name.to_owned()),
             upstream: metrics::histogram!(UPSTREAM_SECONDS, "replica" => name.to_owned()),
+            reported_miss_bytes: metrics::counter!(REPORTED_MISS_BYTES, "replica" => name.to_owned()),
+            shadow_miss_bytes: metrics::counter!(SHADOW_MISS_BYTES, "replica" => name.to_owned()),
         }
     }
 }

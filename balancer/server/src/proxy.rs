@@ -56,8 +56,11 @@ use crate::forward::{self, X_REQUEST_ID};
 use crate::metrics as m;
 use crate::replicas::Replica;
 use crate::routes::{self, method_bit, Fallback, Unreadable};
+use crate::shadow::Shadow;
 use crate::state::{Choice, NoReplica, State};
 use crate::upstream::{self, Answer, Outgoing, Relay, RelayParts};
+use crate::work::WorkMeter;
+use balancer::load::LoadKind;
 use balancer::policy::{hash_tokens, PolicyError, QueryKey};
 
 /// The proxy's handles.
@@ -68,6 +71,10 @@ pub struct Proxy {
     pub admission: Admission,
     /// Routes requests without a query, under `fallback = "<policy>"`.
     fallback: Option<FallbackRouter>,
+    /// The shadow caches (`[shadow]`), fed with every query sent to a replica.
+    pub shadow: Option<Shadow>,
+    /// Each answer's flash bytes, for the `work` load.
+    work: WorkMeter,
     route_seconds: Histogram,
     retries: Counter,
     failures: Counter,
@@ -117,14 +124,22 @@ thread_local! {
     static ROUTED: Cell<u32> = const { Cell::new(0) };
 }
 
+/// Runs `f` on the hashed terms of `q` (this thread's buffers: no allocation).
+fn hashed<T>(q: &str, f: impl FnOnce(&QueryKey<'_>) -> T) -> T {
+    BUF.with(|b| {
+        let mut b = b.borrow_mut();
+        let (tokens, hashes) = &mut *b;
+        tokens.tokenize(q);
+        let qh = hash_tokens(tokens, hashes);
+        f(&QueryKey::new(qh, hashes))
+    })
+}
+
 /// One routing decision in this many is timed into `ballot_route_seconds`: timing each
 /// would cost two clock reads and a histogram update per request, about as much as the
 /// routing itself.
 pub const ROUTE_SAMPLE: u32 = 16;
 
-/// [`data::query::MISS_BYTES_HEADER`] as a header name (a `&str` name is parsed again at
-/// every lookup).
-static MISS_BYTES_NAME: HeaderName = HeaderName::from_static(data::query::MISS_BYTES_HEADER);
 /// The response header naming the replica that answered.
 static X_BALLOT_REPLICA: HeaderName = HeaderName::from_static("x-ballot-replica");
 /// The response header giving the routing reason.
@@ -157,8 +172,9 @@ impl Proxy {
         )
     }
 
-    /// A proxy over `state` (fails only if the fallback policy cannot be built).
-    pub fn new(state: Arc<State>) -> Result<Self, PolicyError> {
+    /// A proxy over `state`, with `shadow` caches if configured (fails only if the
+    /// fallback policy cannot be built).
+    pub fn new(state: Arc<State>, shadow: Option<Shadow>) -> Result<Self, PolicyError> {
         let fallback = match state.cfg.fallback {
             Fallback::Refuse => None,
             Fallback::Policy(kind) => Some(FallbackRouter::new(kind)?),
@@ -166,6 +182,8 @@ impl Proxy {
         Ok(Proxy {
             admission: Admission::new(state.cfg.config.max_in_flight),
             fallback,
+            shadow,
+            work: WorkMeter::new(state.cfg.config.work_source),
             state,
             route_seconds: metrics::histogram!(m::ROUTE_SECONDS),
             retries: metrics::counter!(m::RETRIES),
@@ -206,17 +224,24 @@ impl Proxy {
             next % ROUTE_SAMPLE == 0
         });
         let start = timed.then(Instant::now);
-        let out = BUF.with(|b| {
-            let mut b = b.borrow_mut();
-            let (tokens, hashes) = &mut *b;
-            tokens.tokenize(q);
-            let qh = hash_tokens(tokens, hashes);
-            f(&QueryKey::new(qh, hashes))
-        });
+        let out = hashed(q, f);
         if let Some(start) = start {
             self.route_seconds.record(start.elapsed().as_secs_f64());
         }
         out
+    }
+
+    /// Feeds the query `key` sent to `choice` into that replica's shadow cache: the flash
+    /// bytes it estimates the replica reads for it (`None`: no shadow caches, or no query).
+    fn feed_shadow(&self, key: Key<'_>, choice: &Choice) -> Option<u64> {
+        let (Key::Query(q), Some(shadow)) = (key, &self.shadow) else {
+            return None;
+        };
+        let missed = hashed(q, |query| {
+            shadow.access(choice.index, &choice.replica, query.term_hashes)
+        });
+        choice.replica.metrics.shadow_miss_bytes.increment(missed);
+        Some(missed)
     }
 
     /// Routes by `key` (skipping `exclude`) and takes a place on the chosen replica,
@@ -436,6 +461,8 @@ impl Proxy {
                 }
                 Err(Unplaced::NoReplica) => break,
             };
+            // The replica's cache sees the query now, in the order queries reach it.
+            let shadow_miss = self.feed_shadow(key, &choice);
             let why = if attempt == 0 {
                 m::RequestReason::of(choice.reason)
             } else {
@@ -480,13 +507,14 @@ impl Proxy {
                         .upstream
                         .record(sent.elapsed().as_secs_f64());
                     choice.replica.metrics.requests[why as usize].increment(1);
-                    // A backend that does not report its flash bytes still costs the
-                    // fixed part of the work.
-                    let miss = headers
-                        .get(&MISS_BYTES_NAME)
-                        .and_then(|v| v.to_str().ok())
-                        .and_then(|v| v.parse::<u64>().ok());
-                    self.state.record_work(choice.index, miss.unwrap_or(0));
+                    if self.state.cfg.load == LoadKind::Work {
+                        // A backend with no bytes from the chosen source still costs the
+                        // fixed part of the work.
+                        let miss = self
+                            .work
+                            .bytes(&headers, shadow_miss, &choice.replica.metrics);
+                        self.state.record_work(choice.index, miss);
+                    }
                     forward::strip_hop_by_hop(&mut headers);
                     if cfg.config.routing_headers {
                         headers.insert(X_BALLOT_REPLICA.clone(), choice.replica.header.clone());

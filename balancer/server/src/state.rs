@@ -244,6 +244,17 @@ impl State {
     /// skipped: the request waits in its queue ([`Slots::enqueue`]), and the stall guard
     /// and the load bound see the backlog. Allocation-free.
     pub fn route(&self, query: &QueryKey<'_>, exclude: u64) -> Result<Choice, NoReplica> {
+        self.route_by(&*self.routing.load().policy, query, exclude)
+    }
+
+    /// [`State::route`] with `policy` instead of the configured one (the fallback policy
+    /// of requests without a query).
+    pub fn route_by(
+        &self,
+        policy: &dyn RoutingPolicy,
+        query: &QueryKey<'_>,
+        exclude: u64,
+    ) -> Result<Choice, NoReplica> {
         let members = self.members.load();
         let base: &dyn LoadView = match &self.window {
             Some(w) => w,
@@ -266,12 +277,7 @@ impl State {
             .seed
             .fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::Relaxed);
         let mut rng = Rng::new(seed);
-        let d = self
-            .routing
-            .load()
-            .policy
-            .route(query, &view, &mut rng)
-            .ok_or(NoReplica)?;
+        let d = policy.route(query, &view, &mut rng).ok_or(NoReplica)?;
         let index = usize::from(d.replica);
         if !view.is_live(index) {
             return Err(NoReplica);

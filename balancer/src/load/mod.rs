@@ -138,6 +138,64 @@ impl std::str::FromStr for LoadKind {
     }
 }
 
+/// Where the `work` load learns the flash bytes a query read at its replica.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum WorkSource {
+    /// The replica's `x-ballot-miss-bytes` answer header (ballot's replica).
+    Header,
+    /// The `request_cost.miss_bytes` entry of the backend's ORCA load report
+    /// (`endpoint-load-metrics`).
+    Orca,
+    /// The balancer's own shadow cache of that replica (any backend).
+    Shadow,
+    /// The header if the answer has one, else the ORCA report if it has one, else the
+    /// shadow cache if one is configured, else the fixed per-query cost alone.
+    #[default]
+    Auto,
+}
+
+impl WorkSource {
+    /// Every source.
+    pub const ALL: [WorkSource; 4] = [
+        WorkSource::Header,
+        WorkSource::Orca,
+        WorkSource::Shadow,
+        WorkSource::Auto,
+    ];
+
+    /// `"header"`, `"orca"`, `"shadow"` or `"auto"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            WorkSource::Header => "header",
+            WorkSource::Orca => "orca",
+            WorkSource::Shadow => "shadow",
+            WorkSource::Auto => "auto",
+        }
+    }
+}
+
+impl std::fmt::Display for WorkSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A work source name that is not one of [`WorkSource::ALL`].
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown work source {0:?} (expected one of: header, orca, shadow, auto)")]
+pub struct UnknownWorkSource(pub String);
+
+impl std::str::FromStr for WorkSource {
+    type Err = UnknownWorkSource;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        WorkSource::ALL
+            .into_iter()
+            .find(|k| k.name() == s)
+            .ok_or_else(|| UnknownWorkSource(s.to_owned()))
+    }
+}
+
 /// The mask of the first `n` replicas (all 64 bits for `n >= 64`).
 #[inline]
 pub fn first_n_bits(n: usize) -> u64 {

@@ -2,10 +2,11 @@
 //! synthetic log and its frequency table), `sizes` (postings-size table for a log) and
 //! `stats` (a log's headline statistics, used to calibrate the generator).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use data::sizes::SizeTable;
 use data::synth::{generate, write_freq_tsv, SynthConfig};
 use data::tokenizer::Tokens;
 use querylog::stats::{log_stats, postings_stats};
@@ -188,13 +189,22 @@ pub struct SizesArgs {
     pub log: LogArgs,
     #[command(flatten)]
     pub sizes: SizeArgs,
+    /// A search engine's terms dump, `term<TAB>document_frequency` (gzip-transparent):
+    /// every term in it gets the postings bytes of that many documents, whatever the log
+    /// (docs/engines.md, "The size table").
+    #[arg(long, conflicts_with_all = ["sizes", "freq"])]
+    pub terms: Option<PathBuf>,
     /// Output size table `(term, bytes)`.
     #[arg(short, long)]
     pub output: PathBuf,
 }
 
-/// Writes the postings size of every term of the log.
+/// Writes the postings size of every term of the log, or of every term of a terms dump.
 pub fn sizes(args: &SizesArgs) -> Result<()> {
+    if let Some(terms) = &args.terms {
+        let table = querylog::freq::read_term_df_tsv(terms)?;
+        return write_size_table(&table, &args.output);
+    }
     let dataset = args.log.load()?;
     let sizes = args.sizes.load(&dataset)?;
     let mut tokens = Tokens::new();
@@ -208,13 +218,17 @@ pub fn sizes(args: &SizesArgs) -> Result<()> {
         }
     }
     let table = sizes.table_for(terms.iter().map(String::as_str));
-    table.write_parquet(&args.output)?;
+    write_size_table(&table, &args.output)
+}
+
+fn write_size_table(table: &SizeTable, output: &Path) -> Result<()> {
+    table.write_parquet(output)?;
     let total: u64 = table.sorted().iter().map(|(_, b)| b).sum();
     println!(
         "wrote {} terms ({} postings bytes) to {}",
         table.len(),
         total,
-        args.output.display()
+        output.display()
     );
     Ok(())
 }

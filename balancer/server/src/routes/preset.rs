@@ -1,5 +1,5 @@
 //! Route presets: the search APIs of the engines the balancer is put in front of, each
-//! written once as the route an operator would write by hand ([`Preset::route`]). OpenSearch
+//! written once as the route an operator would write by hand (`Preset::route`). OpenSearch
 //! keeps Elasticsearch's search API, so it takes the Elasticsearch presets.
 //!
 //! | preset | methods | path | query text |

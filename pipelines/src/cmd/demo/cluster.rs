@@ -278,6 +278,11 @@ pub struct BalancerSpec {
     pub load: balancer::LoadKind,
     /// With `work`: the fixed cost of one query, in flash bytes.
     pub work_query_bytes: u64,
+    /// With `work`: where each query's flash bytes come from.
+    pub work_source: balancer::WorkSource,
+    /// Shadow caches of this size and policy in the balancer (with `work_source =
+    /// "shadow"`: the replicas' own).
+    pub shadow: Option<(u64, eviction::EvictionKind)>,
     /// `table`'s home share.
     pub homes: f64,
     /// Routing decisions the balancer's load window counts.
@@ -293,7 +298,7 @@ pub fn start_balancer(spec: &BalancerSpec, replicas: &[&Proc], dir: &Path) -> Re
     };
     let mut toml = format!(
         "listen = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"\neps = {}\n\
-         load = \"{}\"\nload_window = {}\nwork_query_bytes = {}\n\
+         load = \"{}\"\nload_window = {}\nwork_query_bytes = {}\nwork_source = \"{}\"\n\
          request_timeout_ms = 20000\ndeadline_ms = 60000\nretries = 2\n\n\
          [health]\ninterval_ms = 500\ntimeout_ms = 2000\nfall = 2\nrise = 2\n\n\
          [policy]\nname = {}\n",
@@ -301,6 +306,7 @@ pub fn start_balancer(spec: &BalancerSpec, replicas: &[&Proc], dir: &Path) -> Re
         spec.load,
         spec.load_window,
         spec.work_query_bytes,
+        spec.work_source,
         toml_string(&spec.policy)
     );
     toml += &format!("homes = {}\n", spec.homes);
@@ -309,6 +315,9 @@ pub fn start_balancer(spec: &BalancerSpec, replicas: &[&Proc], dir: &Path) -> Re
     }
     if let Some(s) = &spec.sizes {
         toml += &format!("sizes = {}\n", path_value(s)?);
+    }
+    if let Some((cache_bytes, eviction)) = spec.shadow {
+        toml += &format!("\n[shadow]\ncache_bytes = {cache_bytes}\neviction = \"{eviction}\"\n");
     }
     for (i, r) in replicas.iter().enumerate() {
         toml += &format!(

@@ -188,6 +188,9 @@ pub struct LiveReport {
     pub steady_queries: usize,
     /// Closed-loop clients.
     pub concurrency: usize,
+    /// Where the balancer's `work` load read each query's flash bytes (a
+    /// [`balancer::WorkSource`] name).
+    pub work_source: &'static str,
 }
 
 /// Longest open-loop phase the demo accepts (queries / rate).
@@ -209,8 +212,10 @@ pub fn run(setup: &LiveSetup<'_>) -> Result<LiveReport> {
     let mut rate = setup.rate;
     for (&kind, sim) in setup.policies.iter().zip(&simulated) {
         println!(
-            "live: {kind}: starting {} replicas and the balancer",
-            setup.replicas
+            "live: {kind}: starting {} replicas and the balancer (load {}, work from {})",
+            setup.replicas,
+            setup.live_load_for(kind),
+            setup.routing.work_source
         );
         let run = serve_policy(setup, kind, &mut rate)?;
         let predicted = predict(setup, &table, kind, run.offered_qps)?;
@@ -293,6 +298,7 @@ pub fn run(setup: &LiveSetup<'_>) -> Result<LiveReport> {
         saturate_queries: setup.saturate.len(),
         steady_queries: setup.steady.len(),
         concurrency: setup.concurrency,
+        work_source: setup.routing.work_source.name(),
     })
 }
 
@@ -336,6 +342,9 @@ fn serve_policy(
             eps: setup.eps,
             load: setup.live_load_for(kind),
             work_query_bytes: setup.routing.work_query_bytes,
+            work_source: setup.routing.work_source,
+            shadow: (setup.routing.work_source == balancer::WorkSource::Shadow)
+                .then_some((setup.cache_bytes, setup.eviction)),
             homes: setup.routing.homes,
             load_window: DEFAULT_WINDOW,
         },

@@ -94,7 +94,8 @@ fn live_section(md: &mut String, live: &LiveReport) -> Result<()> {
          emulated at {} MB/s per replica) behind a `balancer` process, all on loopback. \
          {} queries from the end of the train part warm the caches (not counted); then {} \
          test queries run closed-loop with {} clients (throughput at saturation), and {} \
-         more open-loop at the same offered rate for every policy (latency at equal load).\n",
+         more open-loop at the same offered rate for every policy (latency at equal load). \
+         A `work` load reads each query's flash bytes from: {} (`--work-source`).\n",
         live.replicas,
         live.cache_bytes,
         live.eviction,
@@ -103,7 +104,8 @@ fn live_section(md: &mut String, live: &LiveReport) -> Result<()> {
         live.warm_queries,
         live.saturate_queries,
         live.concurrency,
-        live.steady_queries
+        live.steady_queries,
+        live.work_source,
     )?;
     const COLUMNS: [&str; 13] = [
         "policy",
