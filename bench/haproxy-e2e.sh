@@ -165,21 +165,6 @@ wait_port() { # port log pid (HAProxy prints nothing when it is ready)
   exit 1
 }
 
-start_replicas() { # run tag
-  local i pids=()
-  for i in $(seq 0 $((REPLICAS - 1))); do
-    "$BIN/replica" --index "$INDEX" --listen "127.0.0.1:${PORTS[$i]}" \
-      --cache-bytes "$CACHE_BYTES" --eviction "$EVICTION" --id "r$i" \
-      --flash-read-mbps "$FLASH_MBPS" --flash-latency-us "$FLASH_US" \
-      >"$RUN/$1-replica$i.log" 2>&1 &
-    PIDS+=($!)
-    pids+=($!)
-  done
-  for i in $(seq 0 $((REPLICAS - 1))); do
-    wait_line "$RUN/$1-replica$i.log" "^listening on" "${pids[$i]}"
-  done
-}
-
 start_haproxy() { # run tag
   {
     echo "global"

@@ -31,3 +31,21 @@ wait_line() {
   cat "$1" >&2
   exit 1
 }
+
+# start_replicas TAG: starts REPLICAS `replica` processes of BIN on PORTS over INDEX (with
+# CACHE_BYTES, EVICTION, FLASH_MBPS, FLASH_US), logging to RUN/TAG-replicaI.log, and waits
+# until each listens.
+start_replicas() {
+  local i pids=()
+  for i in $(seq 0 $((REPLICAS - 1))); do
+    "$BIN/replica" --index "$INDEX" --listen "127.0.0.1:${PORTS[$i]}" \
+      --cache-bytes "$CACHE_BYTES" --eviction "$EVICTION" --id "r$i" \
+      --flash-read-mbps "$FLASH_MBPS" --flash-latency-us "$FLASH_US" \
+      >"$RUN/$1-replica$i.log" 2>&1 &
+    PIDS+=($!)
+    pids+=($!)
+  done
+  for i in $(seq 0 $((REPLICAS - 1))); do
+    wait_line "$RUN/$1-replica$i.log" "^listening on" "${pids[$i]}"
+  done
+}

@@ -89,18 +89,8 @@ trap 'exit 130' INT TERM
 
 
 start_cluster() { # tag table
-  local i pids=()
-  for i in $(seq 0 $((REPLICAS - 1))); do
-    "$BIN/replica" --index "$INDEX" --listen "127.0.0.1:${PORTS[$i]}" \
-      --cache-bytes "$CACHE_BYTES" --eviction "$EVICTION" --id "r$i" \
-      --flash-read-mbps "$FLASH_MBPS" --flash-latency-us "$FLASH_US" \
-      >"$RUN/$1-replica$i.log" 2>&1 &
-    PIDS+=($!)
-    pids+=($!)
-  done
-  for i in $(seq 0 $((REPLICAS - 1))); do
-    wait_line "$RUN/$1-replica$i.log" "^listening on" "${pids[$i]}"
-  done
+  local i
+  start_replicas "$1"
   {
     echo "listen = \"127.0.0.1:$BALLOT_PORT\""
     echo "admin_listen = \"127.0.0.1:$BALLOT_ADMIN\""
