@@ -15,3 +15,11 @@ pub fn synthetic_trace() -> Trace {
     let n = log.queries.len();
     Trace::build(log.queries.iter().map(String::as_str), n * 4 / 5, &sizes)
 }
+
+/// Whether this run measures (`cargo bench` passes `--bench`) rather than checks that the
+/// bench works (`cargo test --benches`, as CI runs it): speed floors are asserted only
+/// when measuring, on a machine the caller keeps quiet, never in the test suite, which
+/// must pass beside other load.
+pub fn benchmarking() -> bool {
+    std::env::args().any(|a| a == "--bench")
+}
