@@ -14,7 +14,8 @@
 //!   and can hold requests until the test releases them;
 //! - [`balancer`]: the `balancer` binary started on a config ([`Balancer`]), with its admin
 //!   API, metrics and log at hand;
-//! - [`probe`]: hostile clients (slowloris, idle connections) and `/proc` readings.
+//! - [`probe`]: hostile clients (slowloris, idle connections) and `/proc` readings;
+//! - [`table`]: voting tables written for a balancer's config ([`write_votes`]).
 //!
 //! Every wait has a deadline, and a test that runs past it fails with a message naming what
 //! it waited for. Waits are for signals (a counter reaching a value, a line printed), never
@@ -29,6 +30,7 @@ pub mod bins;
 pub mod http;
 pub mod probe;
 pub mod process;
+pub mod table;
 
 use std::path::PathBuf;
 use std::process::Output;
@@ -40,6 +42,7 @@ pub use balancer::Balancer;
 pub use bins::bin;
 pub use http::{get, http_get, request, try_request, Conn, Response};
 pub use process::{ballot_within, output_within, spawn_piped, start_listening, Running, Server};
+pub use table::write_votes;
 
 /// How long a test waits for something that should happen within a second: only a hang
 /// guard, generous for a busy machine. What a test checks is counted (requests received,

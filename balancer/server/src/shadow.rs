@@ -18,7 +18,11 @@
 //!   for and to the query-clock stamp at which that replica last became live, so a replica
 //!   that is removed, replaced, or ejected and re-admitted (a restart, most likely: its RAM
 //!   cache is empty) starts from an empty shadow cache too.
-//! - One lock per replica's cache, held for the few operations of one query.
+//! - A query is fed when it is sent: a retry on another replica feeds that replica's cache
+//!   too, and the first replica's estimate keeps it (rare: failovers only).
+//! - One lock per replica's cache, held for the few operations of one query. Feeding
+//!   tokenizes the query once more (the routing buffers are gone by then), only when
+//!   `[shadow]` is configured.
 
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -182,7 +186,7 @@ impl Shadow {
     }
 
     /// Terms of the size table, and terms outside it that got an id.
-    pub fn terms(&self) -> (usize, usize) {
+    fn terms(&self) -> (usize, usize) {
         let unknown = self.unknown.read().unwrap_or_else(|e| e.into_inner()).len();
         (self.known.len(), unknown)
     }
@@ -199,16 +203,6 @@ impl Shadow {
             "other_terms": unknown,
             "max_other_terms": Self::MAX_UNKNOWN,
         })
-    }
-
-    /// Each replica's shadow cache size.
-    pub fn cache_bytes(&self) -> u64 {
-        self.cache_bytes
-    }
-
-    /// The eviction policy the shadow caches use.
-    pub fn eviction(&self) -> EvictionKind {
-        self.eviction
     }
 }
 

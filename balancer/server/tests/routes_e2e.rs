@@ -7,10 +7,8 @@
 //! fallback policy, and counted by kind. Backends echo every request (`NAME TARGET`) and
 //! record it whole.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
-use data::table::{TableRow, VotingTable};
 use e2e::{request, Backend, Balancer, Conn, Reply, Request, Response, LIMIT};
 
 const BALANCER: &str = env!("CARGO_BIN_EXE_balancer");
@@ -41,21 +39,6 @@ fn two() -> [Backend; 2] {
     ["r0", "r1"].map(|n| Backend::with_handler(n, |_| Reply::Echo))
 }
 
-/// A table sending `alpha` to r0 and `beta` to r1, written in `dir`.
-fn write_table(dir: &Path) -> String {
-    let rows = [("alpha", 0u16), ("beta", 1)]
-        .map(|(t, r)| TableRow {
-            term: t.to_owned(),
-            replica: r,
-            weight: 1.0,
-        })
-        .to_vec();
-    let t = VotingTable::new(2, rows, BTreeMap::new()).unwrap();
-    let p = dir.join("table.parquet");
-    t.write_parquet(&p).unwrap();
-    p.display().to_string()
-}
-
 /// A balancer over `backends` routing by the table in `dir`, with `extra` top-level lines
 /// and `routes` at the end. The load bound never moves a query here (in-flight load, one
 /// request at a time, generous eps), so where a query lands is its terms' vote.
@@ -66,7 +49,7 @@ fn start(backends: &[Backend], dir: &Path, extra: &str, routes: &str) -> Balance
          request_timeout_ms = 2000\n{extra}\n\
          [health]\ninterval_ms = 100\ntimeout_ms = 500\n\n\
          [policy]\nname = \"table\"\ntable = \"{}\"\n",
-        write_table(dir)
+        e2e::write_votes(dir, 2, &[("alpha", 0), ("beta", 1)]).display()
     );
     for b in backends {
         s += &format!(
@@ -114,6 +97,25 @@ struct Case {
     content_type: Option<&'static str>,
     body: &'static str,
     replica: usize,
+}
+
+/// A [`Case`].
+fn case(
+    what: &'static str,
+    method: &'static str,
+    target: &'static str,
+    content_type: Option<&'static str>,
+    body: &'static str,
+    replica: usize,
+) -> Case {
+    Case {
+        what,
+        method,
+        target,
+        content_type,
+        body,
+        replica,
+    }
 }
 
 /// Sends every case and checks where it landed and what the replica received.
@@ -181,14 +183,6 @@ fn each_preset_reads_its_query_and_the_replica_gets_the_request_unchanged() {
                   [[routes]]\npreset = \"elasticsearch-query-string\"\n\
                   [[routes]]\npreset = \"tantivy\"\n";
     let b = start(&backends, dir.path(), "", routes);
-    let case = |what, method, target, content_type, body, replica| Case {
-        what,
-        method,
-        target,
-        content_type,
-        body,
-        replica,
-    };
     check_cases(
         &b,
         &backends,
@@ -359,14 +353,6 @@ path_suffix = "/q"
 query = { json = "/filters/0/a~1b" }
 "#;
     let b = start(&backends, dir.path(), "", routes);
-    let case = |what, method, target, content_type, body, replica| Case {
-        what,
-        method,
-        target,
-        content_type,
-        body,
-        replica,
-    };
     check_cases(
         &b,
         &backends,

@@ -6,11 +6,9 @@
 //! shadow caches must miss what a cache of the configured size would, shown in `/metrics`
 //! and `/admin/replicas`.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
 use data::sizes::SizeTable;
-use data::table::{TableRow, VotingTable};
 use e2e::{Backend, Balancer, Reply};
 
 const BALANCER: &str = env!("CARGO_BIN_EXE_balancer");
@@ -28,18 +26,7 @@ fn answering(name: &str, headers: &'static str) -> Backend {
 /// Writes a table sending `alpha` to r0 and `beta` to r1, and sizes alpha 1,000 bytes and
 /// beta 3,000, into `dir`; returns the `[policy]` lines naming them.
 fn table_and_sizes(dir: &Path) -> String {
-    let rows = [("alpha", 0u16), ("beta", 1)]
-        .map(|(t, r)| TableRow {
-            term: t.to_owned(),
-            replica: r,
-            weight: 1.0,
-        })
-        .to_vec();
-    let table = dir.join("table.parquet");
-    VotingTable::new(2, rows, BTreeMap::new())
-        .unwrap()
-        .write_parquet(&table)
-        .unwrap();
+    let table = e2e::write_votes(dir, 2, &[("alpha", 0), ("beta", 1)]);
     let sizes = dir.join("sizes.parquet");
     SizeTable::from_pairs([("alpha".to_owned(), 1_000), ("beta".to_owned(), 3_000)])
         .write_parquet(&sizes)
