@@ -49,3 +49,106 @@ start_replicas() {
     wait_line "$RUN/$1-replica$i.log" "^listening on" "${pids[$i]}"
   done
 }
+
+# The load balancers of the end-to-end scripts. They read: RUN (logs and configs), BIN,
+# REPLICAS and PORTS (the backends), LB_THREADS; HAProxy: HAPROXY_PORT, BALANCE_FACTOR;
+# ballot: BALLOT_PORT, BALLOT_ADMIN, EPS, BALLOT_LOAD, TABLE, SIZES, BALLOT_CONFIG_EXTRA
+# (top-level TOML lines, `\n`-separated) and BALLOT_CONFIG_TAIL (tables appended at the end).
+
+wait_port() { # port log pid (HAProxy prints nothing when it is ready)
+  for _ in $(seq 1 400); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+    kill -0 "$3" 2>/dev/null || break
+    sleep 0.05
+  done
+  echo "nothing listening on port $1; log $2:" >&2
+  cat "$2" >&2
+  exit 1
+}
+
+start_haproxy() { # run tag
+  {
+    echo "global"
+    echo "  maxconn 4096"
+    echo "  nbthread $LB_THREADS"
+    echo "defaults"
+    echo "  mode http"
+    echo "  option http-keep-alive"
+    echo "  timeout connect 1s"
+    echo "  timeout client 30s"
+    echo "  timeout server 10s"
+    echo "frontend fe"
+    echo "  bind 127.0.0.1:$HAPROXY_PORT"
+    echo "  default_backend replicas"
+    echo "backend replicas"
+    echo "  balance url_param q"
+    echo "  hash-type consistent"
+    echo "  hash-balance-factor $BALANCE_FACTOR"
+    echo "  http-reuse always"
+    echo "  option httpchk GET /healthz"
+    for i in $(seq 0 $((REPLICAS - 1))); do
+      echo "  server r$i 127.0.0.1:${PORTS[$i]} check inter 1s fall 3 rise 2"
+    done
+  } >"$RUN/haproxy.cfg"
+  haproxy -f "$RUN/haproxy.cfg" -db >"$RUN/$1-haproxy.log" 2>&1 &
+  PIDS+=($!)
+  wait_port "$HAPROXY_PORT" "$RUN/$1-haproxy.log" $!
+}
+
+start_ballot() { # run tag policy
+  local policy="name = \"$2\""
+  [ "$2" = table ] && policy="$policy
+table = \"$TABLE\""
+  local load=$BALLOT_LOAD
+  if [ "$load" = auto ]; then
+    # As `ballot eval --load auto`: the learned table bounds work, the others query counts.
+    if [ "$2" = table ]; then load=work; else load=window; fi
+  fi
+  {
+    echo "listen = \"127.0.0.1:$BALLOT_PORT\""
+    echo "admin_listen = \"127.0.0.1:$BALLOT_ADMIN\""
+    echo "admin_token = \"bench\""
+    echo "eps = $EPS"
+    echo "load = \"$load\""
+    if [ -n "${BALLOT_CONFIG_EXTRA:-}" ]; then printf '%b\n' "$BALLOT_CONFIG_EXTRA"; fi
+    echo "request_timeout_ms = 10000"
+    echo "retries = 2"
+    echo "[health]"
+    echo "interval_ms = 1000"
+    echo "timeout_ms = 500"
+    echo "fall = 3"
+    echo "rise = 2"
+    echo "[policy]"
+    echo "$policy"
+    echo "sizes = \"$SIZES\""
+    for i in $(seq 0 $((REPLICAS - 1))); do
+      echo "[[replicas]]"
+      echo "name = \"r$i\""
+      echo "address = \"127.0.0.1:${PORTS[$i]}\""
+    done
+    if [ -n "${BALLOT_CONFIG_TAIL:-}" ]; then printf '%b\n' "$BALLOT_CONFIG_TAIL"; fi
+  } >"$RUN/balancer-$2.toml"
+  "$BIN/balancer" --config "$RUN/balancer-$2.toml" --workers "$LB_THREADS" >"$RUN/$1-balancer.log" 2>&1 &
+  PIDS+=($!)
+  wait_line "$RUN/$1-balancer.log" "^listening on" $!
+}
+
+replay() { # out-prefix replay-args...: in the background, so INT/TERM act at once
+  local out=$1
+  shift
+  "$BIN/ballot" replay "$@" --json "$out.json" >"$out.txt" 2>&1 &
+  PIDS+=($!)
+  if ! wait $!; then
+    cat "$out.txt" >&2
+    exit 1
+  fi
+  unset 'PIDS[${#PIDS[@]}-1]'
+}
+
+scrape_metrics() { # file: ballot's Prometheus metrics (routing reasons) from the admin port
+  python3 -c '
+import sys, urllib.request
+sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=5).read().decode())' \
+    "http://127.0.0.1:$BALLOT_ADMIN/metrics" >"$1"
+}
+

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite RUNS times in a row (default 5) beside HOGS busy loops (default 2, one
 # per core here), in CI's profile and flags (.ci/run: release, --all-targets, the `cluster`
-# feature, the engine crates at opt-level 1). Each run's output goes to OUT/runI.log and one
+# and `tantivy` features, the engine crates at opt-level 1). Each run's output goes to OUT/runI.log and one
 # line per run to OUT/summary (exit code, seconds, tests passed/failed/ignored). Exits 1 if any
 # run failed. BALLOT_DATA is passed through (set it, as .ci/run does, to run the real-log tests).
 set -uo pipefail
@@ -13,7 +13,7 @@ OUT=${OUT:-$ROOT/target/hog}
 mkdir -p "$OUT"
 : >"$OUT/summary"
 
-FEATURES=(--features pipelines/cluster)
+FEATURES=(--features pipelines/cluster,pipelines/tantivy)
 mapfile -t ENGINE_CRATES < <(grep -oE '^name = "(datafusion[a-z-]*|ballista[a-z-]*|sqlparser|arrow-flight|object_store|tonic[a-z-]*)"' Cargo.lock \
     | sed -E 's/^name = "(.*)"$/\1/' | sort -u)
 ENGINE_BUILD=()

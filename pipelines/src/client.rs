@@ -59,9 +59,11 @@ impl BaseUrl {
         format!("http://{}{}{}", self.authority, self.prefix, path)
     }
 
-    /// The `/search` URL of query `q` with `k` results.
-    pub fn search(&self, q: &str, k: usize) -> String {
-        let mut url = self.join("/search?q=");
+    /// The URL of query `q` with `k` results at `path` (`/search` for ballot's servers):
+    /// `path?q=<q>&k=<k>`.
+    pub fn search(&self, path: &str, q: &str, k: usize) -> String {
+        let mut url = self.join(path);
+        url.push_str("?q=");
         encode_into(q, &mut url);
         url.push_str("&k=");
         url.push_str(&k.to_string());
@@ -294,8 +296,12 @@ mod tests {
         let b = BaseUrl::parse("http://127.0.0.1:9000/", "--target").unwrap();
         assert_eq!(b.authority, "127.0.0.1:9000");
         assert_eq!(
-            b.search("a b+c&d=é", 10),
+            b.search("/search", "a b+c&d=é", 10),
             "http://127.0.0.1:9000/search?q=a%20b%2Bc%26d%3D%C3%A9&k=10"
+        );
+        assert_eq!(
+            b.search("/api/", "x", 3),
+            "http://127.0.0.1:9000/api/?q=x&k=3"
         );
         assert_eq!(b.stats(), "http://127.0.0.1:9000/stats");
         let b = BaseUrl::parse("http://localhost/x/stats", "--stats-from").unwrap();

@@ -302,6 +302,26 @@ fn unreachable_target_fails_fast() {
 }
 
 #[test]
+fn search_path_sends_the_query_to_that_endpoint() {
+    // The fake records (and answers) every path under /search; the default would be
+    // `/search?q=`.
+    let srv = serve(Behavior::default());
+    let doc = ok_run(
+        &srv.url(),
+        "--concurrency 2 --queries 20 --search-path /search/v2",
+    );
+    let paths = srv.paths();
+    assert_eq!(paths.len(), 20);
+    assert!(
+        paths
+            .iter()
+            .all(|p| p.starts_with("/search/v2?q=") && p.ends_with("&k=10")),
+        "{paths:?}"
+    );
+    assert_eq!(doc["error_total"], 0);
+}
+
+#[test]
 fn bad_arguments_are_clear_errors() {
     let srv = serve(Behavior::default());
     let url = srv.url();
@@ -315,6 +335,8 @@ fn bad_arguments_are_clear_errors() {
         (&url, "--duration soon", "--duration"),
         (&url, "--stats-from nope", "--stats-from"),
         (&url, "--interval 0s", "--interval"),
+        (&url, "--search-path api", "--search-path"),
+        (&url, "--search-path /api?q=x", "--search-path"),
     ] {
         let (out, _) = replay(target, flags);
         let err = stderr(&out);

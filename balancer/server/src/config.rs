@@ -44,6 +44,7 @@
 //! timeout_ms = 500
 //! fall = 3
 //! rise = 2
+//! path = "/healthz"                   # GET this; 2xx passes (Solr: "/solr/core/admin/ping")
 //!
 //! [policy]
 //! name = "table"                      # any of balancer::PolicyKind
@@ -133,6 +134,14 @@ pub struct HealthConfig {
     /// Consecutive passed checks that re-admit an ejected replica.
     #[serde(default = "default_rise")]
     pub rise: u32,
+    /// The path checked with `GET` (a search engine's own: Solr's
+    /// `/solr/<core>/admin/ping`, Elasticsearch's `/_cluster/health`).
+    #[serde(default = "default_health_path")]
+    pub path: String,
+}
+
+fn default_health_path() -> String {
+    "/healthz".to_owned()
 }
 
 impl Default for HealthConfig {
@@ -142,6 +151,7 @@ impl Default for HealthConfig {
             timeout_ms: default_check_timeout_ms(),
             fall: default_fall(),
             rise: default_rise(),
+            path: default_health_path(),
         }
     }
 }
@@ -664,6 +674,12 @@ impl Config {
                 "health: interval_ms, timeout_ms, fall and rise must be > 0".into(),
             ));
         }
+        if !h.path.starts_with('/') || h.path.parse::<axum::http::uri::PathAndQuery>().is_err() {
+            return Err(invalid(format!(
+                "health: path {:?} is not an absolute request path like \"/healthz\"",
+                h.path
+            )));
+        }
         if policy.needs_table() && config.policy.table.is_none() {
             return Err(invalid(format!(
                 "policy `{policy}` needs policy.table (a voting-table Parquet path)"
@@ -774,10 +790,22 @@ address = "127.0.0.1:9000"
     }
 
     #[test]
+    fn health_path_is_an_absolute_request_path() {
+        let with = |path: &str| parse(&format!("{BASE}[health]\npath = \"{path}\"\n"));
+        let v = with("/solr/core/admin/ping?wt=json").expect("valid");
+        assert_eq!(v.config.health.path, "/solr/core/admin/ping?wt=json");
+        for bad in ["healthz", "", "/a b"] {
+            let err = with(bad).unwrap_err().to_string();
+            assert!(err.contains("health: path"), "{bad:?}: {err}");
+        }
+    }
+
+    #[test]
     fn minimal_config_gets_defaults() {
         let v = parse(BASE).expect("valid");
         assert_eq!(v.policy, PolicyKind::TermVote);
         assert_eq!(v.config.health.fall, 3);
+        assert_eq!(v.config.health.path, "/healthz");
         // `auto`: a hashing/voting policy without a table bounds requests in flight.
         assert_eq!(v.load, LoadKind::InFlight);
         let v = parse(&format!("load = \"window\"\n{BASE}")).expect("valid");

@@ -194,6 +194,13 @@ pub struct SizesArgs {
     /// (docs/engines.md, "The size table").
     #[arg(long, conflicts_with_all = ["sizes", "freq"])]
     pub terms: Option<PathBuf>,
+    /// A Tantivy index directory: every term of its text field gets its postings bytes
+    /// from the term dictionary, summed over segments (needs the `tantivy` feature).
+    #[arg(long, conflicts_with_all = ["sizes", "freq", "terms"])]
+    pub tantivy: Option<PathBuf>,
+    /// With --tantivy: the indexed text field (default: the index's only one).
+    #[arg(long, requires = "tantivy")]
+    pub tantivy_field: Option<String>,
     /// Output size table `(term, bytes)`.
     #[arg(short, long)]
     pub output: PathBuf,
@@ -203,6 +210,10 @@ pub struct SizesArgs {
 pub fn sizes(args: &SizesArgs) -> Result<()> {
     if let Some(terms) = &args.terms {
         let table = querylog::freq::read_term_df_tsv(terms)?;
+        return write_size_table(&table, &args.output);
+    }
+    if let Some(dir) = &args.tantivy {
+        let table = tantivy_sizes(dir, args.tantivy_field.as_deref())?;
         return write_size_table(&table, &args.output);
     }
     let dataset = args.log.load()?;
@@ -219,6 +230,35 @@ pub fn sizes(args: &SizesArgs) -> Result<()> {
     }
     let table = sizes.table_for(terms.iter().map(String::as_str));
     write_size_table(&table, &args.output)
+}
+
+/// The size table of the Tantivy index in `dir` (`tantivy_engine::sizes`).
+#[cfg(feature = "tantivy")]
+fn tantivy_sizes(dir: &Path, field: Option<&str>) -> Result<SizeTable> {
+    let read = tantivy_engine::sizes::term_sizes(dir, field)?;
+    if read.sizes.is_empty() {
+        bail!(
+            "{}: the field has no term ballot's tokenizer can produce",
+            dir.display()
+        );
+    }
+    println!(
+        "read {} terms from {} segment(s) of {} ({} skipped: not lowercase alphanumeric)",
+        read.sizes.len(),
+        read.segments,
+        dir.display(),
+        read.skipped
+    );
+    Ok(SizeTable::from_pairs(read.sizes))
+}
+
+#[cfg(not(feature = "tantivy"))]
+fn tantivy_sizes(dir: &Path, _field: Option<&str>) -> Result<SizeTable> {
+    anyhow::bail!(
+        "cannot read the Tantivy index {}: this ballot was built without the `tantivy` \
+         feature (cargo build --release -p pipelines --features tantivy)",
+        dir.display()
+    )
 }
 
 fn write_size_table(table: &SizeTable, output: &Path) -> Result<()> {

@@ -84,6 +84,10 @@ pub struct ReplayArgs {
     /// Stop issuing queries after this long (`30s`, `500ms`, `2m`, or seconds).
     #[arg(long)]
     pub duration: Option<String>,
+    /// Path of the search endpoint; the query goes in its `q` parameter and the results
+    /// wanted in `k` (e.g. `/api/` for a Tantivy server, `/solr/core/select` for Solr).
+    #[arg(long, default_value = "/search")]
+    pub search_path: String,
     /// Results requested per query (`k=`).
     #[arg(long, default_value_t = 10)]
     pub k: usize,
@@ -157,6 +161,8 @@ struct Plan {
     timeout: Duration,
     connect_timeout: Duration,
     max_outstanding: usize,
+    /// Path of the search endpoint.
+    search_path: String,
     k: usize,
     /// Length of the report's intervals (none: no intervals).
     interval: Option<Duration>,
@@ -197,6 +203,12 @@ fn plan(args: &ReplayArgs) -> Result<Plan> {
     if args.k > 1000 {
         bail!("--k must be at most 1000");
     }
+    if !args.search_path.starts_with('/') || args.search_path.contains(['?', '#']) {
+        bail!(
+            "--search-path {:?} must be a path starting with / and without ? or #",
+            args.search_path
+        );
+    }
     Ok(Plan {
         target,
         stats_from,
@@ -209,6 +221,7 @@ fn plan(args: &ReplayArgs) -> Result<Plan> {
         timeout: duration_arg(&args.timeout, "--timeout")?,
         connect_timeout: duration_arg(&args.connect_timeout, "--connect-timeout")?,
         max_outstanding: args.max_outstanding,
+        search_path: args.search_path.clone(),
         k: args.k,
         interval: args
             .interval
@@ -394,6 +407,7 @@ pub fn replay_queries(
         timeout: Duration::from_secs(30),
         connect_timeout: Duration::from_secs(2),
         max_outstanding: 10_000,
+        search_path: "/search".to_owned(),
         k: 10,
         interval: None,
         connections: None,
@@ -674,7 +688,7 @@ async fn open_loop(
         ctx.outstanding.fetch_add(1, Ordering::AcqRel);
         sent += 1;
         let job = Job {
-            url: plan.target.search(&queries[i], plan.k),
+            url: plan.target.search(&plan.search_path, &queries[i], plan.k),
             intended,
         };
         match &queue {
@@ -717,6 +731,7 @@ async fn closed_loop(
         let (client, shared, queries) = (client.clone(), shared.clone(), queries.clone());
         let (next, sent, mut stop) = (next.clone(), sent.clone(), stop.clone());
         let (target, k, timeout) = (plan.target.clone(), plan.k, plan.timeout);
+        let search_path = plan.search_path.clone();
         handles.push(tokio::spawn(async move {
             // Latencies stay in the worker and are merged once at the end: no lock per answer.
             let mut local = Histogram::new();
@@ -731,7 +746,7 @@ async fn closed_loop(
                     break;
                 }
                 sent.fetch_add(1, Ordering::Relaxed);
-                let url = target.search(&queries[i], k);
+                let url = target.search(&search_path, &queries[i], k);
                 let t0 = Instant::now();
                 let interval = shared.interval_of(t0 - start);
                 if let Some(iv) = interval {

@@ -38,6 +38,15 @@ impl Directory {
         self.entries.get(id as usize)
     }
 
+    /// Every term with its entry, in term-id order (the terms' sorted order).
+    pub fn terms(&self) -> impl Iterator<Item = (&str, &TermEntry)> + '_ {
+        let mut by_id: Vec<(&str, u32)> = self.ids.iter().map(|(t, &id)| (&**t, id)).collect();
+        by_id.sort_unstable_by_key(|&(_, id)| id);
+        by_id
+            .into_iter()
+            .map(move |(t, id)| (t, &self.entries[id as usize]))
+    }
+
     /// Number of terms.
     pub fn len(&self) -> usize {
         self.entries.len()

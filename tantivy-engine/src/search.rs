@@ -1,0 +1,127 @@
+//! Query evaluation on a Tantivy index read through `mmap`, so every postings byte comes
+//! from the kernel's page cache or, on a miss, from the block device.
+//!
+//! A query is tokenized by ballot's tokenizer (`data::tokenizer`, what the balancer and its
+//! shadow caches see) and becomes a disjunction of term queries; the collector is the top
+//! `k` by BM25 together with the count of matches, so every matching document is visited and
+//! each term's whole postings list is read, as ballot's replica reads it (Tantivy's top-k
+//! alone would skip blocks by block-max WAND, and a count alone of one term would read no
+//! postings at all).
+//!
+//! The index is mapped with `MADV_RANDOM` by default: a page fault reads that page and no
+//! read-ahead around it, so the device bytes the kernel counts are the pages the lists
+//! touch. `normal` leaves the kernel's read-around on.
+
+use std::path::Path;
+
+use anyhow::{bail, Context, Result};
+use clap::ValueEnum;
+use serde::Serialize;
+use tantivy::collector::{Count, TopDocs};
+use tantivy::directory::{Advice, MmapDirectory};
+use tantivy::query::{BooleanQuery, Occur, Query, TermQuery};
+use tantivy::schema::{Field, IndexRecordOption};
+use tantivy::{Index, IndexReader, ReloadPolicy, Term};
+
+use crate::schema::BODY;
+
+/// Most results a query may ask for.
+pub const MAX_HITS: usize = 1000;
+
+/// The access pattern the index is mapped with.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum Readahead {
+    /// `MADV_RANDOM`: a fault reads its page only.
+    #[default]
+    Off,
+    /// `MADV_NORMAL`: the kernel's read-around.
+    Kernel,
+}
+
+/// One result.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Hit {
+    /// BM25 score.
+    pub score: f32,
+    /// Segment ordinal and doc id within it.
+    pub id: (u32, u32),
+}
+
+/// A query's answer.
+#[derive(Clone, Debug, Serialize)]
+pub struct Answer {
+    /// Documents matching any term.
+    pub num_hits: usize,
+    /// The best `k`, best first.
+    pub hits: Vec<Hit>,
+    /// Distinct terms searched.
+    pub terms: usize,
+}
+
+/// An open index.
+pub struct Engine {
+    reader: IndexReader,
+    field: Field,
+}
+
+impl Engine {
+    /// Opens the index in `dir` (written by [`crate::build`]: one text field [`BODY`]).
+    pub fn open(dir: &Path, readahead: Readahead) -> Result<Engine> {
+        let advice = match readahead {
+            Readahead::Off => Advice::Random,
+            Readahead::Kernel => Advice::Normal,
+        };
+        let mmap = MmapDirectory::open_with_madvice(dir, advice)
+            .with_context(|| format!("opening {}", dir.display()))?;
+        let index = Index::open(mmap)
+            .with_context(|| format!("{} is not a readable Tantivy index", dir.display()))?;
+        let field = index
+            .schema()
+            .get_field(BODY)
+            .with_context(|| format!("{}: no field {BODY:?}", dir.display()))?;
+        let reader = index
+            .reader_builder()
+            .reload_policy(ReloadPolicy::Manual)
+            .try_into()?;
+        Ok(Engine { reader, field })
+    }
+
+    /// The top `k` (1 to [`MAX_HITS`]) documents of `query` and the number of matches.
+    pub fn search(&self, query: &str, k: usize) -> Result<Answer> {
+        if !(1..=MAX_HITS).contains(&k) {
+            bail!("k must be between 1 and {MAX_HITS}, not {k}");
+        }
+        let terms = data::tokenizer::tokenize(query);
+        if terms.is_empty() {
+            return Ok(Answer {
+                num_hits: 0,
+                hits: Vec::new(),
+                terms: 0,
+            });
+        }
+        let clauses: Vec<(Occur, Box<dyn Query>)> = terms
+            .iter()
+            .map(|t| {
+                let term = Term::from_field_text(self.field, t);
+                let q: Box<dyn Query> = Box::new(TermQuery::new(term, IndexRecordOption::Basic));
+                (Occur::Should, q)
+            })
+            .collect();
+        let query = BooleanQuery::new(clauses);
+        let searcher = self.reader.searcher();
+        let (top, num_hits) =
+            searcher.search(&query, &(TopDocs::with_limit(k).order_by_score(), Count))?;
+        let hits = top
+            .into_iter()
+            .map(|(score, addr)| Hit {
+                score,
+                id: (addr.segment_ord, addr.doc_id),
+            })
+            .collect();
+        Ok(Answer {
+            num_hits,
+            hits,
+            terms: terms.len(),
+        })
+    }
+}
