@@ -17,8 +17,8 @@
 # `round-robin`, `ch-bl`, `table`, and HAProxy (`balance url_param q`, consistent hashing with
 # bounded loads, eps = EPS). For each: warm-up (WARM_QUERIES train queries, closed loop),
 # saturation (TEST_QUERIES test queries, closed loop with CONCURRENCY workers: queries/s), then
-# steady (STEADY_QUERIES test queries open loop at LOAD x the first system's saturation rate:
-# p99 at equal offered load). Bytes read from the device per server come from the kernel's
+# steady (the first STEADY_QUERIES test queries again, open loop at LOAD x the first system's
+# saturation rate: p99 at equal offered load, over caches the saturation phase warmed). Bytes read from the device per server come from the kernel's
 # `blkio.throttle.io_service_bytes` over the saturation phase; the shadow caches' estimate
 # from ballot's `ballot_shadow_miss_bytes_total` over the same phase.
 #
@@ -94,6 +94,12 @@ mkdir -p "$BENCH_DIR"
 DEVICE=$(stat -c '%Hd:%Ld' "$BENCH_DIR")
 [ -e "/sys/dev/block/$DEVICE" ] ||
   stop "$BENCH_DIR is not on a block device ($DEVICE), so block-IO throttling cannot apply"
+# blkio throttles and counts whole disks: a partition's reads are its disk's.
+if [ -e "/sys/dev/block/$DEVICE/partition" ]; then
+  DEVICE=$(cat "/sys/dev/block/$DEVICE/../dev")
+fi
+FLASH_BPS=$(awk -v m="$FLASH_MBPS" 'BEGIN { if (m + 0 <= 0) exit 1; printf "%d", m * 1000000 }') ||
+  stop "FLASH_MBPS=$FLASH_MBPS is not a positive number of MB/s"
 for c in "$MEMCG" "$BLKCG"; do
   mkdir -p "$c/ballot-engine-probe" 2>/dev/null && rmdir "$c/ballot-engine-probe" ||
     stop "cannot create a cgroup under $c"
@@ -125,8 +131,10 @@ if [ ! -f "$REPLICA_INDEX/manifest.json" ] ||
 fi
 TANTIVY_INDEX=$BENCH_DIR/tantivy-index
 if [ ! -f "$TANTIVY_INDEX/meta.json" ]; then
-  rm -rf "$TANTIVY_INDEX"
-  "$BIN/tantivy-engine" index --from "$REPLICA_INDEX" -o "$TANTIVY_INDEX"
+  # Built aside and moved into place: Tantivy writes meta.json before the documents.
+  rm -rf "$TANTIVY_INDEX" "$TANTIVY_INDEX.tmp"
+  "$BIN/tantivy-engine" index --from "$REPLICA_INDEX" -o "$TANTIVY_INDEX.tmp"
+  mv "$TANTIVY_INDEX.tmp" "$TANTIVY_INDEX"
 fi
 SIZES=$BENCH_DIR/tantivy-sizes.parquet
 [ "$SIZES" -nt "$TANTIVY_INDEX/meta.json" ] ||
@@ -150,7 +158,8 @@ print(json.load(open(sys.argv[1]))["results"][0]["capacity_bytes"])' "$EVAL")
 COPIES=$BENCH_DIR/copies
 for i in $(seq 0 $((REPLICAS - 1))); do
   if [ ! -f "$COPIES/r$i/meta.json" ] || [ "$COPIES/r$i/meta.json" -ot "$TANTIVY_INDEX/meta.json" ]; then
-    rm -rf "$COPIES/r$i" && mkdir -p "$COPIES" && cp -r "$TANTIVY_INDEX" "$COPIES/r$i"
+    rm -rf "$COPIES/r$i" "$COPIES/r$i.tmp" && mkdir -p "$COPIES"
+    cp -r "$TANTIVY_INDEX" "$COPIES/r$i.tmp" && mv "$COPIES/r$i.tmp" "$COPIES/r$i"
   fi
 done
 sync
@@ -176,7 +185,7 @@ start_servers() {
     local mem=$MEMCG/ballot-engine-r$i blk=$BLKCG/ballot-engine-r$i
     rmdir "$mem" "$blk" 2>/dev/null || true
     mkdir -p "$mem" "$blk"
-    echo "$DEVICE $((FLASH_MBPS * 1000000))" >"$blk/blkio.throttle.read_bps_device"
+    echo "$DEVICE $FLASH_BPS" >"$blk/blkio.throttle.read_bps_device"
     sh -c 'echo $$ >"$1/cgroup.procs" && echo $$ >"$2/cgroup.procs" && shift 2 && exec "$@"' \
       sh "$mem" "$blk" "$BIN/tantivy-engine" serve --index "$COPIES/r$i" \
       --listen "127.0.0.1:${PORTS[$i]}" --threads "$SERVER_THREADS" \
@@ -204,7 +213,7 @@ limit_memory() {
 device_reads() { # one line: each server's bytes read from DEVICE so far
   local i
   for i in $(seq 0 $((REPLICAS - 1))); do
-    awk -v d="$DEVICE" '$1 == d && $2 == "Read" { print $3 }' \
+    awk -v d="$DEVICE" '$1 == d && $2 == "Read" { v = $3 } END { print v + 0 }' \
       "$BLKCG/ballot-engine-r$i/blkio.throttle.io_service_bytes"
   done | paste -sd' '
 }

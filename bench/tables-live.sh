@@ -113,17 +113,10 @@ start_cluster() { # tag table
   wait_line "$RUN/$1-balancer.log" "^listening on" $!
 }
 
-replay() { # out-prefix replay-args...: in the background, so INT/TERM act at once
+replay_log() { # out-prefix replay-args...: lib.sh's replay of LOG through the balancer
   local out=$1
   shift
-  "$BIN/ballot" replay --target "http://127.0.0.1:$BALLOT_PORT" --log "$LOG" --part all \
-    --timeout 60s "$@" --json "$out.json" >"$out.txt" 2>&1 &
-  PIDS+=($!)
-  if ! wait $!; then
-    cat "$out.txt" >&2
-    exit 1
-  fi
-  unset 'PIDS[${#PIDS[@]}-1]'
+  replay "$out" --target "http://127.0.0.1:$BALLOT_PORT" --log "$LOG" --part all --timeout 60s "$@"
 }
 
 STATS_FROM=$(for p in "${PORTS[@]}"; do printf 'http://127.0.0.1:%s,' "$p"; done)
@@ -140,8 +133,8 @@ for round in $(seq 1 "$ROUNDS"); do
     tag="t$n-$round"
     NAMES+=("$tag=$table")
     start_cluster "$tag" "$table"
-    replay "$OUT/warm-$tag" --from "$WARM_FROM" --to "$WARM_TO" --concurrency "$CONCURRENCY"
-    replay "$OUT/test-$tag" --from "$TEST_DAY" --to "$TEST_DAY" --concurrency "$CONCURRENCY" \
+    replay_log "$OUT/warm-$tag" --from "$WARM_FROM" --to "$WARM_TO" --concurrency "$CONCURRENCY"
+    replay_log "$OUT/test-$tag" --from "$TEST_DAY" --to "$TEST_DAY" --concurrency "$CONCURRENCY" \
       --stats-from "$STATS_FROM"
     stop_all
     echo "  $tag ($table): $(grep -m1 -E 'throughput|ok/s|q/s' "$OUT/test-$tag.txt" || true)"

@@ -337,6 +337,7 @@ fn bad_arguments_are_clear_errors() {
         (&url, "--interval 0s", "--interval"),
         (&url, "--search-path api", "--search-path"),
         (&url, "--search-path /api?q=x", "--search-path"),
+        (&url, "--search-path /a\u{7f}b", "--search-path"),
     ] {
         let (out, _) = replay(target, flags);
         let err = stderr(&out);

@@ -1,8 +1,10 @@
-//! Builds a Tantivy index holding exactly the documents of a ballot replica index: the same
-//! document count, and for every term the same doc ids (`replica::doc_ids`, the replica
-//! builder's own generator, fed each term's `df` from the replica's term directory). A
-//! document's text is its terms joined by spaces; [`crate::schema`] splits it on whitespace,
-//! so Tantivy's term dictionary holds the replica's terms and nothing else.
+//! Builds a Tantivy index holding the documents of a ballot replica index: the same document
+//! count, and each document holding the terms whose lists hold its id in the replica index
+//! (`replica::doc_ids`, the replica builder's own generator, fed each term's `df` from the
+//! replica's term directory). Tantivy numbers the documents itself (its indexing threads
+//! interleave them), so its doc ids are a permutation of the replica's. A document's text is
+//! its terms joined by spaces; [`crate::schema`] splits it on whitespace, so Tantivy's term
+//! dictionary holds the replica's terms and nothing else.
 //!
 //! The replica index stores postings per term; Tantivy indexes documents, so the lists are
 //! inverted in memory first (a compressed-row layout: one `u32` term id per posting plus one
@@ -14,6 +16,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+use tantivy::indexer::NoMergePolicy;
 use tantivy::{Index, IndexWriter, TantivyDocument};
 
 use crate::schema::{schema, BODY};
@@ -58,6 +61,8 @@ pub fn build(
     let body = index.schema().get_field(BODY)?;
     let mut writer: IndexWriter<TantivyDocument> =
         index.writer_with_num_threads(threads.max(1), heap_bytes)?;
+    // One explicit merge at the end, and no background merge racing it.
+    writer.set_merge_policy(Box::new(NoMergePolicy));
     let mut text = String::new();
     for d in 0..docs as usize {
         text.clear();

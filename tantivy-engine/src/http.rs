@@ -1,8 +1,9 @@
 //! The server's HTTP API, tantivy-cli's `serve` shape: `GET /api/?q=<query>&nhits=<k>` (or
 //! `k=`, ballot's name) answers `{"q", "num_hits", "hits": [{"score", "id"}]}`; `GET
 //! /healthz` answers 200 while serving. A missing or empty `q` parameter, a bad `nhits` or a
-//! query string that does not decode is a 400 with a JSON `error`; a failed index read is a
-//! 500 (the balancer retries it elsewhere).
+//! query string that does not decode is a 400, another path a 404 and another method a 405,
+//! each with a JSON `error`; a failed index read is a 500 (the balancer retries it
+//! elsewhere).
 //!
 //! Searches block (page faults on the mapped index), so each runs on tokio's blocking pool,
 //! whose size bounds the searches in flight; the async workers only parse and serialize.
@@ -40,6 +41,10 @@ pub fn router(engine: Arc<Engine>) -> Router {
             "/healthz",
             get(|| async { Json(json!({"status": "serving"})) }),
         )
+        .fallback(|| async { error(StatusCode::NOT_FOUND, "no such endpoint (GET /api/?q=)") })
+        .method_not_allowed_fallback(|| async {
+            error(StatusCode::METHOD_NOT_ALLOWED, "only GET is served")
+        })
         .with_state(engine)
 }
 

@@ -10,7 +10,7 @@
 //!
 //! The index is mapped with `MADV_RANDOM` by default: a page fault reads that page and no
 //! read-ahead around it, so the device bytes the kernel counts are the pages the lists
-//! touch. `normal` leaves the kernel's read-around on.
+//! touch. `--readahead kernel` leaves the kernel's read-around on.
 
 use std::path::Path;
 

@@ -14,7 +14,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use data::table::{TableRow, VotingTable};
-use e2e::{get, output_within, request, wait_until, Backend, Balancer, LIMIT};
+use e2e::{get, output_within, request, wait_until, Backend, Balancer, Reply, Request, LIMIT};
 
 const BALANCER: &str = env!("CARGO_BIN_EXE_balancer");
 const TOKEN: &str = "s3cret";
@@ -325,6 +325,44 @@ fn a_shedding_backend_is_retried_elsewhere_and_stays_in() {
     let r = get(b.addr(), "/search?q=all+full");
     assert_eq!(r.status, 503, "{}", r.text());
     assert!(r.text().contains("overloaded"), "{}", r.text());
+}
+
+#[test]
+fn health_checks_request_the_configured_path() {
+    // An engine's own health endpoint: /ping answers 200 at b0 and 404 at b1.
+    let ping = |status: u16| {
+        move |r: &Request| {
+            if r.path() == "/ping" {
+                Reply::Json(status, "{}".to_owned())
+            } else {
+                Reply::Echo
+            }
+        }
+    };
+    let (b0, b1) = (
+        Backend::with_handler("b0", ping(200)),
+        Backend::with_handler("b1", ping(404)),
+    );
+    let cfg = config(&[&b0, &b1], "name = \"round-robin\"", "")
+        .replace("rise = 2\n", "rise = 2\npath = \"/ping\"\n");
+    let b = spawn_balancer(tempfile::tempdir().unwrap(), &cfg);
+    b.wait_health("b1", false);
+    wait_until(LIMIT, "three checks of b0", || {
+        b.replica_count("b0", "checks") >= 3
+    });
+    assert_eq!(b.replica("b0")["healthy"], true);
+    let asked = |be: &Backend| be.requests().iter().filter(|r| r.path() == "/ping").count();
+    assert!(
+        asked(&b0) >= 3 && asked(&b1) >= 2,
+        "{} {}",
+        asked(&b0),
+        asked(&b1)
+    );
+    assert_eq!(
+        (b0.health_checks(), b1.health_checks()),
+        (0, 0),
+        "/healthz was asked"
+    );
 }
 
 #[test]

@@ -203,9 +203,15 @@ fn plan(args: &ReplayArgs) -> Result<Plan> {
     if args.k > 1000 {
         bail!("--k must be at most 1000");
     }
-    if !args.search_path.starts_with('/') || args.search_path.contains(['?', '#']) {
+    let valid_path = args.search_path.starts_with('/')
+        && !args.search_path.contains(['?', '#'])
+        && args
+            .search_path
+            .parse::<hyper::http::uri::PathAndQuery>()
+            .is_ok();
+    if !valid_path {
         bail!(
-            "--search-path {:?} must be a path starting with / and without ? or #",
+            "--search-path {:?} must be a request path starting with / (no spaces, ? or #)",
             args.search_path
         );
     }
