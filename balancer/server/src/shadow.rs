@@ -103,13 +103,15 @@ impl Shadow {
             return Some(t);
         }
         let first = self.known.len() as u32;
-        if let Some(&id) = self
-            .unknown
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&h)
         {
-            return Some((id, self.default_bytes));
+            let unknown = self.unknown.read().unwrap_or_else(|e| e.into_inner());
+            if let Some(&id) = unknown.get(&h) {
+                return Some((id, self.default_bytes));
+            }
+            // Full: no write lock for a term that can no longer get an id.
+            if unknown.len() >= Self::MAX_UNKNOWN {
+                return None;
+            }
         }
         let mut unknown = self.unknown.write().unwrap_or_else(|e| e.into_inner());
         let next = first + unknown.len() as u32;
