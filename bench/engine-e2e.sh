@@ -185,6 +185,8 @@ start_servers() {
     local mem=$MEMCG/ballot-engine-r$i blk=$BLKCG/ballot-engine-r$i
     rmdir "$mem" "$blk" 2>/dev/null || true
     mkdir -p "$mem" "$blk"
+    # No limit until limit_memory, even if a previous system's cgroup survived.
+    echo -1 >"$mem/memory.limit_in_bytes"
     echo "$DEVICE $FLASH_BPS" >"$blk/blkio.throttle.read_bps_device"
     sh -c 'echo $$ >"$1/cgroup.procs" && echo $$ >"$2/cgroup.procs" && shift 2 && exec "$@"' \
       sh "$mem" "$blk" "$BIN/tantivy-engine" serve --index "$COPIES/r$i" \

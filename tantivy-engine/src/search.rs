@@ -54,8 +54,6 @@ pub struct Answer {
     pub num_hits: usize,
     /// The best `k`, best first.
     pub hits: Vec<Hit>,
-    /// Distinct terms searched.
-    pub terms: usize,
 }
 
 /// An open index.
@@ -96,7 +94,6 @@ impl Engine {
             return Ok(Answer {
                 num_hits: 0,
                 hits: Vec::new(),
-                terms: 0,
             });
         }
         let clauses: Vec<(Occur, Box<dyn Query>)> = terms
@@ -118,10 +115,6 @@ impl Engine {
                 id: (addr.segment_ord, addr.doc_id),
             })
             .collect();
-        Ok(Answer {
-            num_hits,
-            hits,
-            terms: terms.len(),
-        })
+        Ok(Answer { num_hits, hits })
     }
 }
