@@ -13,14 +13,8 @@ OUT=${OUT:-$ROOT/target/hog}
 mkdir -p "$OUT"
 : >"$OUT/summary"
 
-FEATURES=(--features pipelines/cluster,pipelines/tantivy)
-mapfile -t ENGINE_CRATES < <(grep -oE '^name = "(datafusion[a-z-]*|ballista[a-z-]*|sqlparser|arrow-flight|object_store|tonic[a-z-]*)"' Cargo.lock \
-    | sed -E 's/^name = "(.*)"$/\1/' | sort -u)
-ENGINE_BUILD=()
-for crate in "${ENGINE_CRATES[@]}"; do
-  ENGINE_BUILD+=(--config "profile.release.package.$crate.opt-level=1"
-                 --config "profile.release.package.$crate.debug=false")
-done
+# shellcheck source=.ci/build-flags
+. .ci/build-flags
 
 HOG_PIDS=()
 stop_hogs() { for p in "${HOG_PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; }

@@ -294,6 +294,22 @@ fn sizes_from_a_terms_dump_and_its_bad_lines() {
         (table.len(), table.get("hello"), table.get("world")),
         (2, Some(1016), Some(20))
     );
+    // Read in 4 KiB pages, each list costs its page overhead too.
+    let run = ballot(&[
+        "sizes",
+        "--terms",
+        &dump_s,
+        "--page-bytes",
+        "4096",
+        "-o",
+        &out_s,
+    ]);
+    assert!(run.status.success(), "{}", stderr(&run));
+    let table = data::sizes::SizeTable::read_parquet(&out).unwrap();
+    assert_eq!(
+        (table.get("hello"), table.get("world")),
+        (Some(1016 + 4095), Some(20 + 4095))
+    );
     std::fs::write(&dump, "term\tdf\nhello\t1000\nworld\tfour\n").unwrap();
     assert_clean_failure(
         &["sizes", "--terms", &dump_s, "-o", &out_s],

@@ -1,6 +1,7 @@
 //! `ballot sizes --tantivy` (the `tantivy` feature) on a real Tantivy index on disk: the
 //! table it writes holds every term of the index with its postings bytes, as
-//! `tantivy_engine::sizes` reads them, and a directory that is no Tantivy index is a clean
+//! `tantivy_engine::sizes` reads them (with each list's page overhead under
+//! `--page-bytes`), and a directory that is no Tantivy index is a clean
 //! error naming it.
 #![cfg(feature = "tantivy")]
 
@@ -28,7 +29,7 @@ fn sizes_come_from_the_tantivy_term_dictionary() {
     ]);
     assert!(run.status.success(), "{}", stderr(&run));
     let table = SizeTable::read_parquet(&out).unwrap();
-    let expected = tantivy_engine::sizes::term_sizes(&index, None)
+    let expected = tantivy_engine::sizes::term_sizes(&index, None, 0)
         .unwrap()
         .sizes;
     assert_eq!(
@@ -39,6 +40,27 @@ fn sizes_come_from_the_tantivy_term_dictionary() {
             .collect::<Vec<_>>()
     );
     assert_eq!(expected.len(), 3);
+
+    // In pages of 4 KiB, each (one-segment) list costs its bytes plus 4095.
+    let paged = tmp.path().join("paged.parquet");
+    let run = ballot(&[
+        "sizes",
+        "--tantivy",
+        index.to_str().unwrap(),
+        "--page-bytes",
+        "4096",
+        "-o",
+        paged.to_str().unwrap(),
+    ]);
+    assert!(run.status.success(), "{}", stderr(&run));
+    let paged = SizeTable::read_parquet(&paged).unwrap();
+    assert_eq!(
+        paged.sorted(),
+        expected
+            .iter()
+            .map(|(t, b)| (t.as_str(), b + 4095))
+            .collect::<Vec<_>>()
+    );
 
     let not_an_index = tmp.path().join("empty");
     std::fs::create_dir(&not_an_index).unwrap();

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
 
+use crate::dictionary::Dictionary;
 use crate::search::{Engine, Readahead};
 
 /// A Tantivy index of ballot's documents, and a search server over it.
@@ -66,6 +67,10 @@ pub struct ServeArgs {
     /// Read-ahead on page faults: off (MADV_RANDOM) or the kernel's default.
     #[arg(long, value_enum, default_value_t = Readahead::Off)]
     pub readahead: Readahead,
+    /// Where the term dictionary lives: ram (read into memory at start, so the page cache
+    /// holds postings only, as in ballot's replica) or page-cache (mapped like the postings).
+    #[arg(long, value_enum, default_value_t = Dictionary::Ram)]
+    pub dictionary: Dictionary,
 }
 
 /// Runs the command line `args`; errors are printed with their causes.
@@ -120,7 +125,7 @@ fn serve(a: &ServeArgs) -> Result<()> {
             a.index.display()
         );
     }
-    let engine = Arc::new(Engine::open(&a.index, a.readahead)?);
+    let engine = Arc::new(Engine::open(&a.index, a.readahead, a.dictionary)?);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .max_blocking_threads(a.threads.max(1))

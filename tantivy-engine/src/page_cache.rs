@@ -15,21 +15,26 @@ pub fn evict(dir: &Path) -> Result<u64> {
     for entry in std::fs::read_dir(dir).with_context(|| format!("listing {}", dir.display()))? {
         let path = entry?.path();
         let meta = std::fs::metadata(&path)?;
-        if !meta.is_file() {
-            continue;
+        if meta.is_file() {
+            evict_file(&path)?;
+            bytes += meta.len();
         }
-        let file = File::open(&path).with_context(|| format!("opening {}", path.display()))?;
-        // SAFETY: posix_fadvise only reads its arguments; the descriptor is open for the
-        // whole call.
-        let rc = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
-        if rc != 0 {
-            bail!(
-                "posix_fadvise(DONTNEED) on {}: {}",
-                path.display(),
-                std::io::Error::from_raw_os_error(rc)
-            );
-        }
-        bytes += meta.len();
     }
     Ok(bytes)
+}
+
+/// Asks the kernel to drop the cached pages of the file at `path`.
+pub fn evict_file(path: &Path) -> Result<()> {
+    let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    // SAFETY: posix_fadvise only reads its arguments; the descriptor is open for the whole
+    // call.
+    let rc = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    if rc != 0 {
+        bail!(
+            "posix_fadvise(DONTNEED) on {}: {}",
+            path.display(),
+            std::io::Error::from_raw_os_error(rc)
+        );
+    }
+    Ok(())
 }

@@ -10,7 +10,8 @@
 //!
 //! The index is mapped with `MADV_RANDOM` by default: a page fault reads that page and no
 //! read-ahead around it, so the device bytes the kernel counts are the pages the lists
-//! touch. `--readahead kernel` leaves the kernel's read-around on.
+//! touch. `--readahead kernel` leaves the kernel's read-around on. The term dictionary is
+//! held in memory by default (`crate::dictionary`), so the page cache holds postings only.
 
 use std::path::Path;
 
@@ -23,6 +24,7 @@ use tantivy::query::{BooleanQuery, Occur, Query, TermQuery};
 use tantivy::schema::{Field, IndexRecordOption};
 use tantivy::{Index, IndexReader, ReloadPolicy, Term};
 
+use crate::dictionary::{Dictionary, RamDictionary};
 use crate::schema::BODY;
 
 /// Most results a query may ask for.
@@ -63,16 +65,20 @@ pub struct Engine {
 }
 
 impl Engine {
-    /// Opens the index in `dir` (written by [`crate::build`]: one text field [`BODY`]).
-    pub fn open(dir: &Path, readahead: Readahead) -> Result<Engine> {
+    /// Opens the index in `dir` (written by [`crate::build`]: one text field [`BODY`]), its
+    /// term dictionary where `dictionary` says.
+    pub fn open(dir: &Path, readahead: Readahead, dictionary: Dictionary) -> Result<Engine> {
         let advice = match readahead {
             Readahead::Off => Advice::Random,
             Readahead::Kernel => Advice::Normal,
         };
         let mmap = MmapDirectory::open_with_madvice(dir, advice)
             .with_context(|| format!("opening {}", dir.display()))?;
-        let index = Index::open(mmap)
-            .with_context(|| format!("{} is not a readable Tantivy index", dir.display()))?;
+        let index = match dictionary {
+            Dictionary::PageCache => Index::open(mmap),
+            Dictionary::Ram => Index::open(RamDictionary::load(dir, mmap)?),
+        }
+        .with_context(|| format!("{} is not a readable Tantivy index", dir.display()))?;
         let field = index
             .schema()
             .get_field(BODY)

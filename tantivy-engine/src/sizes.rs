@@ -5,6 +5,13 @@
 //! itself are not counted. Written by `ballot sizes --tantivy` for the balancer's shadow
 //! caches and the learner.
 //!
+//! The kernel reads whole pages: a list of `L` bytes at an offset uniformly spread over a
+//! page touches `(L + P - 1) / P` pages of `P` bytes on average (a real-valued mean, not a
+//! rounded count), so `page_bytes = P` counts
+//! each list as `L + P - 1` bytes, what a cold read of it costs the device and occupies in
+//! the page cache (a one-document list costs a whole page, not its few bytes). `page_bytes`
+//! 0 or 1 counts the lists' exact bytes.
+//!
 //! Only terms that ballot's tokenizer maps to themselves (lowercase alphanumeric, as
 //! Tantivy's `default` and `whitespace` tokenizers produce from such text) can match a
 //! query's terms; the others are skipped and counted, never renamed.
@@ -19,7 +26,8 @@ use tantivy::Index;
 /// The size table of a Tantivy index and what was left out of it.
 #[derive(Clone, Debug, Default)]
 pub struct TermSizes {
-    /// `(term, postings bytes)`, sorted by term; every size is at least 1.
+    /// `(term, postings bytes)`, sorted by term, each segment's list counted with its page
+    /// overhead when asked; every size is at least 1.
     pub sizes: Vec<(String, u64)>,
     /// Dictionary entries skipped because ballot's tokenizer would not produce them.
     pub skipped: u64,
@@ -28,8 +36,10 @@ pub struct TermSizes {
 }
 
 /// Reads the postings size of every term of `field` (default: the index's only indexed
-/// text field) in the Tantivy index directory `dir`.
-pub fn term_sizes(dir: &Path, field: Option<&str>) -> Result<TermSizes> {
+/// text field) in the Tantivy index directory `dir`, each segment's list read in pages of
+/// `page_bytes` (0: exact bytes).
+pub fn term_sizes(dir: &Path, field: Option<&str>, page_bytes: u64) -> Result<TermSizes> {
+    let page_overhead = page_bytes.saturating_sub(1);
     let index = Index::open_in_dir(dir)
         .with_context(|| format!("{} is not a readable Tantivy index", dir.display()))?;
     let schema = index.schema();
@@ -42,7 +52,7 @@ pub fn term_sizes(dir: &Path, field: Option<&str>) -> Result<TermSizes> {
         let inverted = segment.inverted_index(field)?;
         let mut stream = inverted.terms().stream()?;
         while stream.advance() {
-            let len = stream.value().postings_range.len() as u64;
+            let len = stream.value().postings_range.len() as u64 + page_overhead;
             match std::str::from_utf8(stream.key()) {
                 Ok(term) if is_ballot_term(term) => {
                     *bytes.entry(term.to_owned()).or_default() += len;

@@ -8,6 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use serde_json::Value;
+use tantivy_engine::dictionary::{Dictionary, RamDictionary};
 use tantivy_engine::search::{Engine, Readahead};
 
 const DOCS: u32 = 2_000;
@@ -44,7 +45,7 @@ fn the_tantivy_index_holds_the_replica_documents_and_its_sizes() {
     let tmp = tempfile::tempdir().unwrap();
     let index = indexes(tmp.path());
 
-    let sizes = tantivy_engine::sizes::term_sizes(&index, None).unwrap();
+    let sizes = tantivy_engine::sizes::term_sizes(&index, None, 0).unwrap();
     let names: Vec<&str> = sizes.sizes.iter().map(|(t, _)| t.as_str()).collect();
     assert_eq!(names, ["apple", "fig", "kiwi", "pear", "plum"]);
     let bytes = |t: &str| sizes.sizes.iter().find(|(n, _)| n == t).unwrap().1;
@@ -70,14 +71,38 @@ fn the_tantivy_index_holds_the_replica_documents_and_its_sizes() {
         total <= idx && idx - total <= 256,
         "postings {total} bytes, .idx files {idx} bytes"
     );
-    let err = tantivy_engine::sizes::term_sizes(&index, Some("title")).unwrap_err();
+    let err = tantivy_engine::sizes::term_sizes(&index, Some("title"), 0).unwrap_err();
     assert!(format!("{err:#}").contains("no field \"title\""), "{err:#}");
 
-    let engine = Engine::open(&index, Readahead::Off).unwrap();
+    // The dictionary held in memory is every segment's `.term` file, whole.
+    let mapped = tantivy::directory::MmapDirectory::open(&index).unwrap();
+    let ram = RamDictionary::load(&index, mapped).unwrap();
+    let term_files: Vec<(std::path::PathBuf, usize)> = std::fs::read_dir(&index)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "term"))
+        .map(|p| {
+            let len = std::fs::metadata(&p).unwrap().len() as usize;
+            (p.file_name().unwrap().into(), len)
+        })
+        .collect();
+    assert_eq!(term_files.len(), 1);
+    let files: Vec<(std::path::PathBuf, usize)> = ram
+        .files()
+        .into_iter()
+        .map(|(p, n)| (p.to_path_buf(), n))
+        .collect();
+    assert_eq!(files, term_files);
+
+    let engine = Engine::open(&index, Readahead::Off, Dictionary::Ram).unwrap();
+    let mapped = Engine::open(&index, Readahead::Off, Dictionary::PageCache).unwrap();
     for q in [&["apple"][..], &["apple", "fig"], &["pear", "plum", "kiwi"]] {
         let answer = engine.search(&q.join(" "), 10).unwrap();
         assert_eq!(answer.num_hits, union(q), "{q:?}");
         assert_eq!(answer.hits.len(), answer.num_hits.min(10));
+        // The dictionary held in memory finds what the mapped one finds.
+        let other = mapped.search(&q.join(" "), 10).unwrap();
+        assert_eq!((other.num_hits, other.hits), (answer.num_hits, answer.hits));
     }
     // The query goes through ballot's tokenizer, as the balancer's does.
     assert_eq!(
@@ -113,7 +138,7 @@ fn get(addr: std::net::SocketAddr, target: &str) -> (u16, Value) {
 fn the_server_answers_tantivy_cli_requests_and_refuses_bad_ones() {
     let tmp = tempfile::tempdir().unwrap();
     let index = indexes(tmp.path());
-    let engine = Arc::new(Engine::open(&index, Readahead::Off).unwrap());
+    let engine = Arc::new(Engine::open(&index, Readahead::Off, Dictionary::Ram).unwrap());
     let rt = tokio::runtime::Runtime::new().unwrap();
     let listener = rt
         .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))

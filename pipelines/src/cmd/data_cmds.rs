@@ -201,6 +201,14 @@ pub struct SizesArgs {
     /// With --tantivy: the indexed text field (default: the index's only one).
     #[arg(long, requires = "tantivy")]
     pub tantivy_field: Option<String>,
+    /// Count each postings list as the engine's page cache reads it: `L + P - 1` bytes for
+    /// a list of `L` bytes read in pages of `P` bytes (the pages it touches on average),
+    /// so a one-document list costs at least a page. For engines reading their index through the
+    /// kernel's page cache (Tantivy, Lucene's mmap); 0 counts exact bytes, as ballot's
+    /// replica reads them (docs/engines.md, "The size table").
+    #[arg(long, default_value_t = 0, value_name = "P",
+          value_parser = clap::value_parser!(u64).range(0..=1 << 20))]
+    pub page_bytes: u64,
     /// Output size table `(term, bytes)`.
     #[arg(short, long)]
     pub output: PathBuf,
@@ -210,10 +218,10 @@ pub struct SizesArgs {
 pub fn sizes(args: &SizesArgs) -> Result<()> {
     if let Some(terms) = &args.terms {
         let table = querylog::freq::read_term_df_tsv(terms)?;
-        return write_size_table(&table, &args.output);
+        return write_size_table(&in_pages(&table, args.page_bytes), &args.output);
     }
     if let Some(dir) = &args.tantivy {
-        let table = tantivy_sizes(dir, args.tantivy_field.as_deref())?;
+        let table = tantivy_sizes(dir, args.tantivy_field.as_deref(), args.page_bytes)?;
         return write_size_table(&table, &args.output);
     }
     let dataset = args.log.load()?;
@@ -229,13 +237,24 @@ pub fn sizes(args: &SizesArgs) -> Result<()> {
         }
     }
     let table = sizes.table_for(terms.iter().map(String::as_str));
-    write_size_table(&table, &args.output)
+    write_size_table(&in_pages(&table, args.page_bytes), &args.output)
+}
+
+/// `table` with each list's page overhead, `page_bytes - 1`, added (`--page-bytes`).
+fn in_pages(table: &SizeTable, page_bytes: u64) -> SizeTable {
+    let overhead = page_bytes.saturating_sub(1);
+    SizeTable::from_pairs(
+        table
+            .sorted()
+            .into_iter()
+            .map(|(t, b)| (t.to_owned(), b + overhead)),
+    )
 }
 
 /// The size table of the Tantivy index in `dir` (`tantivy_engine::sizes`).
 #[cfg(feature = "tantivy")]
-fn tantivy_sizes(dir: &Path, field: Option<&str>) -> Result<SizeTable> {
-    let read = tantivy_engine::sizes::term_sizes(dir, field)?;
+fn tantivy_sizes(dir: &Path, field: Option<&str>, page_bytes: u64) -> Result<SizeTable> {
+    let read = tantivy_engine::sizes::term_sizes(dir, field, page_bytes)?;
     if read.sizes.is_empty() {
         bail!(
             "{}: the field has no term ballot's tokenizer can produce",
@@ -253,7 +272,7 @@ fn tantivy_sizes(dir: &Path, field: Option<&str>) -> Result<SizeTable> {
 }
 
 #[cfg(not(feature = "tantivy"))]
-fn tantivy_sizes(dir: &Path, _field: Option<&str>) -> Result<SizeTable> {
+fn tantivy_sizes(dir: &Path, _field: Option<&str>, _page_bytes: u64) -> Result<SizeTable> {
     anyhow::bail!(
         "cannot read the Tantivy index {}: this ballot was built without the `tantivy` \
          feature (cargo build --release -p pipelines --features tantivy)",
