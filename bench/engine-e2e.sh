@@ -41,7 +41,9 @@
 # CONCURRENCY (16), WARM_QUERIES (10000), TEST_QUERIES (8000), STEADY_QUERIES (4000), LOAD
 # (0.8), SYSTEMS ("round-robin ch-bl haproxy table"; the first sets the steady rate),
 # LB_THREADS (1), BASE_PORT (18600), SERVER_THREADS (8), ANON_HEADROOM_MIB (2: memory above
-# the server's resident set after the warm-up, for its growth under load), SKIP_BUILD=1.
+# the server's resident set after the warm-up, for its growth under load), BALANCER_CONFIG
+# (extra top-level lines for ballot's balancer config, `\n`-separated, e.g. `stall_slack = 16`),
+# SKIP_BUILD=1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -230,7 +232,7 @@ memory_stats() { # one line per server: page cache bytes, resident anonymous byt
   done
 }
 
-BALLOT_CONFIG_EXTRA='work_source = "shadow"'
+BALLOT_CONFIG_EXTRA='work_source = "shadow"'${BALANCER_CONFIG:+"\n$BALANCER_CONFIG"}
 BALLOT_CONFIG_TAIL="[shadow]\ncache_bytes = $CACHE_BYTES\neviction = \"$SHADOW_EVICTION\"\n[[routes]]\npreset = \"tantivy\""
 OUT=$BENCH_DIR/$RUN_NAME
 mkdir -p "$OUT"
