@@ -5,7 +5,7 @@
 //! | route | what |
 //! |---|---|
 //! | `GET /healthz`, `GET /metrics` | liveness; Prometheus text |
-//! | `GET /admin/table` | table version, size and ramp progress |
+//! | `GET /admin/table` | table version, content hash, size and ramp progress |
 //! | `POST /admin/table` | `{"path": ...}` or a Parquet body: validate, then ramp in |
 //! | `GET /admin/table/parquet` | the newest table as a Parquet file (`x-ballot-table-version`) |
 //! | `GET /admin/replicas` | members with health, drain and in-flight |
@@ -204,6 +204,7 @@ fn table_json(app: &App) -> serde_json::Value {
         Some(t) => json!({
             "policy": app.state.kind.name(),
             "version": t.version,
+            "content_hash": crate::state::hash_hex(t.content_hash),
             "replicas": t.replicas,
             "terms": t.terms,
             "votes": t.votes,

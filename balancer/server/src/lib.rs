@@ -129,6 +129,9 @@ impl App {
         let state = State::new(cfg, Arc::new(term_bytes), table.as_ref())
             .map_err(|source| StartError::Policy { path, source })?;
         let state = Arc::new(state);
+        if let Some(t) = &state.routing().table {
+            crate::state::publish_content_hash(None, t.content_hash);
+        }
         let proxy = Proxy::new(Arc::clone(&state), shadow).map_err(|e| StartError::Policy {
             path: state.cfg.path.clone(),
             source: e.into(),

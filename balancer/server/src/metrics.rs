@@ -37,6 +37,8 @@ pub const ROUTE_SECONDS: &str = "ballot_route_seconds";
 pub const UPSTREAM_SECONDS: &str = "ballot_upstream_seconds";
 /// Version of the voting table in use (1 at start, +1 per accepted reload).
 pub const TABLE_VERSION: &str = "ballot_table_version";
+/// 1 for the content hash of the voting table in use, 0 for the one it replaced, by `hash`.
+pub const TABLE_CONTENT: &str = "ballot_table_content";
 /// Seconds it took to read and compile the current voting table.
 pub const TABLE_LOAD_SECONDS: &str = "ballot_table_load_seconds";
 /// Unix time the current voting table was loaded.
@@ -125,6 +127,10 @@ fn describe() {
     );
     describe_histogram!(UPSTREAM_SECONDS, "Upstream latency to response headers");
     describe_gauge!(TABLE_VERSION, "Version of the voting table in use");
+    describe_gauge!(
+        TABLE_CONTENT,
+        "1 for the content hash of the table in use (label hash), 0 for the one it replaced"
+    );
     describe_gauge!(TABLE_LOAD_SECONDS, "Seconds to read and compile the table");
     describe_gauge!(TABLE_LOADED_AT, "Unix time the table was loaded");
     describe_counter!(RELOAD_FAILURES, "Rejected voting-table reloads");

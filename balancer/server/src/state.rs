@@ -84,6 +84,8 @@ pub struct TableInfo {
     pub terms: usize,
     /// Positive votes in the newest table.
     pub votes: usize,
+    /// [`TableVotes::content_hash`] of the newest table.
+    pub content_hash: u64,
     /// The newest table.
     pub current: Arc<TableVotes>,
     /// The newest table as a Parquet file (what `GET /admin/table/parquet` returns).
@@ -177,6 +179,7 @@ impl State {
                         replicas: n,
                         terms: votes.terms(),
                         votes: votes.vote_count(),
+                        content_hash: votes.content_hash(),
                         current: votes,
                         parquet: Bytes::from(parquet),
                         ramp: None,
@@ -351,6 +354,7 @@ impl State {
             (Arc::clone(&ramp) as Arc<dyn RoutingPolicy>, Some(ramp))
         };
         let version = old_table.version + 1;
+        let content_hash = new.content_hash();
         metrics::gauge!(m::RAMP_PROGRESS).set(if ramp.is_some() { 0.0 } else { 1.0 });
         self.routing.store(Arc::new(Routing {
             policy,
@@ -359,12 +363,14 @@ impl State {
                 replicas: old_table.replicas,
                 terms: new.terms(),
                 votes: new.vote_count(),
+                content_hash,
                 current: new,
                 parquet,
                 ramp,
             }),
         }));
         metrics::gauge!(m::TABLE_VERSION).set(version as f64);
+        publish_content_hash(Some(old_table.content_hash), content_hash);
         Ok(version)
     }
 
@@ -447,4 +453,18 @@ impl State {
         self.members.store(Arc::new(Members { slots }));
         Ok(rep)
     }
+}
+
+/// Publishes the table in force as `ballot_table_content{hash="<16 hex digits>"} 1`, and the
+/// one it replaced (if another) as 0, so a dashboard or an alert can compare balancers.
+pub fn publish_content_hash(old: Option<u64>, new: u64) {
+    if let Some(old) = old.filter(|&o| o != new) {
+        metrics::gauge!(m::TABLE_CONTENT, "hash" => hash_hex(old)).set(0.0);
+    }
+    metrics::gauge!(m::TABLE_CONTENT, "hash" => hash_hex(new)).set(1.0);
+}
+
+/// A content hash as `/admin/table` and the metrics write it.
+pub fn hash_hex(hash: u64) -> String {
+    format!("{hash:016x}")
 }

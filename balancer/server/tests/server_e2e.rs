@@ -424,6 +424,19 @@ fn a_reloaded_table_ramps_in_under_load_without_errors() {
         alpha.text()
     );
     assert_eq!(b.metric("ballot_table_version"), Some(1.0));
+    let content = |b: &Balancer| {
+        let t = b.admin("GET", "/admin/table", b"").json();
+        t["content_hash"].as_str().unwrap().to_owned()
+    };
+    let t1_hash = content(&b);
+    assert_eq!(t1_hash.len(), 16, "{t1_hash}");
+    let in_use = |b: &Balancer, hash: &str| {
+        let series = format!("ballot_table_content{{hash=\"{hash}\"}} ");
+        let metrics = b.metrics();
+        let line = metrics.lines().find(|l| l.starts_with(&series));
+        line.map(|l| l[series.len()..].trim().to_owned())
+    };
+    assert_eq!(in_use(&b, &t1_hash).as_deref(), Some("1"));
 
     // The ramp counts routed queries: 600 queries under load carry it through its 400.
     let body = format!("{{\"path\": \"{}\"}}", t2.display());
@@ -437,6 +450,11 @@ fn a_reloaded_table_ramps_in_under_load_without_errors() {
         )
     };
     assert_eq!(progress(&b), (2, 0.0));
+    // Another table, another content hash; the metric names the one in use.
+    let t2_hash = content(&b);
+    assert_ne!(t2_hash, t1_hash);
+    assert_eq!(in_use(&b, &t2_hash).as_deref(), Some("1"));
+    assert_eq!(in_use(&b, &t1_hash).as_deref(), Some("0"));
     let failed = load(b.addr(), 3, 200);
     assert!(failed.is_empty(), "failed requests: {failed:?}");
     assert_eq!(progress(&b), (2, 1.0));
@@ -450,6 +468,10 @@ fn a_reloaded_table_ramps_in_under_load_without_errors() {
     b.signal(libc::SIGHUP);
     wait_until(LIMIT, "SIGHUP reload", || progress(&b).0 == 3);
     assert_eq!(progress(&b), (3, 0.0));
+    // t1 again: a new version, the same content hash as at the start.
+    assert_eq!(content(&b), t1_hash);
+    assert_eq!(in_use(&b, &t1_hash).as_deref(), Some("1"));
+    assert_eq!(in_use(&b, &t2_hash).as_deref(), Some("0"));
     for _ in 0..100 {
         assert_eq!(get(b.addr(), "/search?q=beta").status, 200);
     }

@@ -132,6 +132,28 @@ impl TableVotes {
         self.votes.len()
     }
 
+    /// A 64-bit hash of what the table votes: the replica count and each term hash's
+    /// `(replica, weight)` votes, in term-hash order. Equal for tables with equal votes
+    /// however their rows were ordered or encoded, so balancers (or a balancer and a
+    /// retraining job) can tell whether they serve the same table; versions cannot, as each
+    /// balancer counts its own reloads.
+    pub fn content_hash(&self) -> u64 {
+        use data::hash::mix64;
+        let mut terms: Vec<(u64, (u32, u16))> = self.index.iter().map(|(&h, &s)| (h, s)).collect();
+        terms.sort_unstable_by_key(|&(h, _)| h);
+        let mut acc = mix64(self.replicas as u64);
+        for (h, (start, len)) in terms {
+            acc = mix64(acc ^ h);
+            let start = start as usize;
+            for &(r, w) in &self.votes[start..start + usize::from(len)] {
+                acc = mix64(acc ^ (u64::from(r) << 32 | u64::from(w.to_bits())));
+            }
+            // The vote count closes the term, so votes cannot slide between terms.
+            acc = mix64(acc ^ u64::from(len));
+        }
+        acc
+    }
+
     /// The positive votes of the term with hash `term_hash`, by replica; `None` if the term
     /// is not in the table (an abstaining term has an empty slice).
     #[inline]
@@ -268,5 +290,29 @@ mod tests {
         ));
         let empty = build(&table(4, &[]), 4).expect("an empty table is valid");
         assert_eq!((empty.terms(), empty.vote_count()), (0, 0));
+    }
+
+    #[test]
+    fn the_content_hash_names_the_votes_not_the_rows() {
+        let tb = Arc::new(TermBytes::default());
+        let hash = |r: u16, rows: &[(&str, u16, f32)]| {
+            TableVotes::build(&table(r, rows), usize::from(r), Arc::clone(&tb))
+                .unwrap()
+                .content_hash()
+        };
+        let base = hash(4, &[("a", 0, 1.0), ("a", 2, 0.5), ("b", 1, 2.0)]);
+        // The same votes in another row order.
+        assert_eq!(base, hash(4, &[("b", 1, 2.0), ("a", 2, 0.5), ("a", 0, 1.0)]));
+        // Any change to a vote, a term, the replica count or an abstention shows.
+        for other in [
+            hash(4, &[("a", 0, 1.0), ("a", 2, 0.25), ("b", 1, 2.0)]),
+            hash(4, &[("a", 0, 1.0), ("a", 3, 0.5), ("b", 1, 2.0)]),
+            hash(4, &[("a", 0, 1.0), ("a", 2, 0.5), ("c", 1, 2.0)]),
+            hash(5, &[("a", 0, 1.0), ("a", 2, 0.5), ("b", 1, 2.0)]),
+            hash(4, &[("a", 0, 1.0), ("a", 2, 0.5), ("b", 1, 2.0), ("z", 0, 0.0)]),
+            hash(4, &[("a", 0, 1.0), ("a", 2, 0.5)]),
+        ] {
+            assert_ne!(base, other);
+        }
     }
 }
