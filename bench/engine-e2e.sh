@@ -18,7 +18,8 @@
 # bounded loads, eps = EPS). For each: warm-up (WARM_QUERIES train queries, closed loop),
 # saturation (TEST_QUERIES test queries, closed loop with CONCURRENCY workers: queries/s), then
 # steady (the first STEADY_QUERIES test queries again, open loop at LOAD x the first system's
-# saturation rate: p99 at equal offered load, over caches the saturation phase warmed). Bytes read from the device per server come from the kernel's
+# saturation rate: p99 at equal offered load, over caches the saturation phase warmed). Bytes
+# read from the device per server come from the kernel's
 # `blkio.throttle.io_service_bytes` over the saturation phase; the shadow caches' estimate
 # from ballot's `ballot_shadow_miss_bytes_total` over the same phase.
 #

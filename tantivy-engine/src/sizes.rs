@@ -7,10 +7,9 @@
 //!
 //! The kernel reads whole pages: a list of `L` bytes at an offset uniformly spread over a
 //! page touches `(L + P - 1) / P` pages of `P` bytes on average (a real-valued mean, not a
-//! rounded count), so `page_bytes = P` counts
-//! each list as `L + P - 1` bytes, what a cold read of it costs the device and occupies in
-//! the page cache (a one-document list costs a whole page, not its few bytes). `page_bytes`
-//! 0 or 1 counts the lists' exact bytes.
+//! rounded count), so `page_bytes = P` counts each list as `L + P - 1` bytes, what a cold
+//! read of it costs the device and occupies in the page cache (a one-document list costs at
+//! least a page, not its few bytes). `page_bytes` 0 or 1 counts the lists' exact bytes.
 //!
 //! Only terms that ballot's tokenizer maps to themselves (lowercase alphanumeric, as
 //! Tantivy's `default` and `whitespace` tokenizers produce from such text) can match a

@@ -130,6 +130,15 @@ impl Balancer {
         prometheus_sum(&self.metrics(), name)
     }
 
+    /// The value of the one series `name{labels}` (`labels` as exported, e.g.
+    /// `replica="r0"`); `None` when the balancer exports no such series.
+    pub fn series(&self, name: &str, labels: &str) -> Option<f64> {
+        let prefix = format!("{name}{{{labels}}} ");
+        self.metrics()
+            .lines()
+            .find_map(|l| l.strip_prefix(&prefix)?.trim().parse().ok())
+    }
+
     /// `GET /admin/replicas`: the replicas' states.
     pub fn replicas(&self) -> Vec<Value> {
         let r = self.admin("GET", "/admin/replicas", b"");

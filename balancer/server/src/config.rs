@@ -674,7 +674,7 @@ impl Config {
                 "health: interval_ms, timeout_ms, fall and rise must be > 0".into(),
             ));
         }
-        if !h.path.starts_with('/') || h.path.parse::<axum::http::uri::PathAndQuery>().is_err() {
+        if !is_request_path(&h.path) {
             return Err(invalid(format!(
                 "health: path {:?} is not an absolute request path like \"/healthz\"",
                 h.path
@@ -767,6 +767,13 @@ impl Config {
             shadow_eviction,
         })
     }
+}
+
+/// True when `s` is an absolute request path (an optional query included) that an HTTP
+/// request line can carry: `[health] path` and `ballot replay --search-path` are checked by
+/// it.
+pub fn is_request_path(s: &str) -> bool {
+    s.starts_with('/') && s.parse::<axum::http::uri::PathAndQuery>().is_ok()
 }
 
 #[cfg(test)]

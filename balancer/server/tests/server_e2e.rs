@@ -430,13 +430,9 @@ fn a_reloaded_table_ramps_in_under_load_without_errors() {
     };
     let t1_hash = content(&b);
     assert_eq!(t1_hash.len(), 16, "{t1_hash}");
-    let in_use = |b: &Balancer, hash: &str| {
-        let series = format!("ballot_table_content{{hash=\"{hash}\"}} ");
-        let metrics = b.metrics();
-        let line = metrics.lines().find(|l| l.starts_with(&series));
-        line.map(|l| l[series.len()..].trim().to_owned())
-    };
-    assert_eq!(in_use(&b, &t1_hash).as_deref(), Some("1"));
+    let in_use =
+        |b: &Balancer, hash: &str| b.series("ballot_table_content", &format!("hash=\"{hash}\""));
+    assert_eq!(in_use(&b, &t1_hash), Some(1.0));
 
     // The ramp counts routed queries: 600 queries under load carry it through its 400.
     let body = format!("{{\"path\": \"{}\"}}", t2.display());
@@ -453,8 +449,8 @@ fn a_reloaded_table_ramps_in_under_load_without_errors() {
     // Another table, another content hash; the metric names the one in use.
     let t2_hash = content(&b);
     assert_ne!(t2_hash, t1_hash);
-    assert_eq!(in_use(&b, &t2_hash).as_deref(), Some("1"));
-    assert_eq!(in_use(&b, &t1_hash).as_deref(), Some("0"));
+    assert_eq!(in_use(&b, &t2_hash), Some(1.0));
+    assert_eq!(in_use(&b, &t1_hash), Some(0.0));
     let failed = load(b.addr(), 3, 200);
     assert!(failed.is_empty(), "failed requests: {failed:?}");
     assert_eq!(progress(&b), (2, 1.0));
@@ -470,8 +466,8 @@ fn a_reloaded_table_ramps_in_under_load_without_errors() {
     assert_eq!(progress(&b), (3, 0.0));
     // t1 again: a new version, the same content hash as at the start.
     assert_eq!(content(&b), t1_hash);
-    assert_eq!(in_use(&b, &t1_hash).as_deref(), Some("1"));
-    assert_eq!(in_use(&b, &t2_hash).as_deref(), Some("0"));
+    assert_eq!(in_use(&b, &t1_hash), Some(1.0));
+    assert_eq!(in_use(&b, &t2_hash), Some(0.0));
     for _ in 0..100 {
         assert_eq!(get(b.addr(), "/search?q=beta").status, 200);
     }

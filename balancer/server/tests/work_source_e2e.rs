@@ -58,11 +58,7 @@ fn start(backends: &[Backend], extra: &str, policy: &str, tail: &str) -> Balance
 
 /// The value of the series `name{labels}` (0 when absent).
 fn series(b: &Balancer, name: &str, labels: &str) -> f64 {
-    let prefix = format!("{name}{{{labels}}} ");
-    b.metrics()
-        .lines()
-        .find_map(|l| l.strip_prefix(&prefix)?.parse().ok())
-        .unwrap_or(0.0)
+    b.series(name, labels).unwrap_or(0.0)
 }
 
 fn sources(b: &Balancer) -> [f64; 4] {

@@ -218,7 +218,7 @@ pub struct SizesArgs {
 pub fn sizes(args: &SizesArgs) -> Result<()> {
     if let Some(terms) = &args.terms {
         let table = querylog::freq::read_term_df_tsv(terms)?;
-        return write_size_table(&in_pages(&table, args.page_bytes), &args.output);
+        return write_size_table(&in_pages(table, args.page_bytes), &args.output);
     }
     if let Some(dir) = &args.tantivy {
         let table = tantivy_sizes(dir, args.tantivy_field.as_deref(), args.page_bytes)?;
@@ -237,12 +237,15 @@ pub fn sizes(args: &SizesArgs) -> Result<()> {
         }
     }
     let table = sizes.table_for(terms.iter().map(String::as_str));
-    write_size_table(&in_pages(&table, args.page_bytes), &args.output)
+    write_size_table(&in_pages(table, args.page_bytes), &args.output)
 }
 
 /// `table` with each list's page overhead, `page_bytes - 1`, added (`--page-bytes`).
-fn in_pages(table: &SizeTable, page_bytes: u64) -> SizeTable {
+fn in_pages(table: SizeTable, page_bytes: u64) -> SizeTable {
     let overhead = page_bytes.saturating_sub(1);
+    if overhead == 0 {
+        return table;
+    }
     SizeTable::from_pairs(
         table
             .sorted()

@@ -203,13 +203,10 @@ fn plan(args: &ReplayArgs) -> Result<Plan> {
     if args.k > 1000 {
         bail!("--k must be at most 1000");
     }
-    let valid_path = args.search_path.starts_with('/')
-        && !args.search_path.contains(['?', '#'])
-        && args
-            .search_path
-            .parse::<hyper::http::uri::PathAndQuery>()
-            .is_ok();
-    if !valid_path {
+    // The query string is replay's own (`?q=`), so the path may not bring one.
+    if args.search_path.contains(['?', '#'])
+        || !balancer_server::config::is_request_path(&args.search_path)
+    {
         bail!(
             "--search-path {:?} must be a request path starting with / (no spaces, ? or #)",
             args.search_path
