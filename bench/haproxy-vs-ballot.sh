@@ -23,7 +23,9 @@
 # (window, or in-flight: ballot's `load` setting), HAPROXY_EXTRA (lines added to HAProxy's
 # backend section, `\n`-separated: e.g. the response headers ballot adds, to compare equal
 # work), BALLOT_CONFIG_EXTRA (top-level lines added to ballot's config, `\n`-separated:
-# e.g. `routing_headers = true`), HOLD (seconds: start everything, print the ports and process ids, measure nothing,
+# e.g. `routing_headers = true`), STATUS_PAGE=1 (ballot's status page fetched every
+# STATUS_EVERY seconds, default 1, while ballot is measured: its cost on the request path;
+# STATUS_PATH=/healthz fetches a trivial page instead, the fetching client's own cost), HOLD (seconds: start everything, print the ports and process ids, measure nothing,
 # and stop after HOLD seconds; for profiling with perf or strace), SKIP_BUILD=1
 # (use the binaries already in BIN_DIR), BIN_DIR (target/release), TARGET_RPS (0.95) and
 # TARGET_P99 (1.20): the targets ballot / HAProxy must meet on the median of the rounds
@@ -310,11 +312,22 @@ for round in $(seq 1 "$ROUNDS"); do
   for lb in haproxy ballot; do
     port=$HAPROXY_PORT pid=$HAPROXY_PID
     [ "$lb" = ballot ] && port=$BALLOT_PORT pid=$BALLOT_PID
+    PAGE_PID=""
+    if [ "$lb" = ballot ] && [ "${STATUS_PAGE:-0}" = 1 ]; then
+      # The status page open and refreshing, STATUS_EVERY seconds apart (a browser: 5 s).
+      while :; do
+        curl -s -o /dev/null -H "Authorization: Bearer bench" \
+          "http://127.0.0.1:$BALLOT_ADMIN${STATUS_PATH:-/admin/status}" || true
+        sleep "${STATUS_EVERY:-1}"
+      done &
+      PAGE_PID=$!
+    fi
     run_wrk "$lb-warm" "$port" "$WARMUP"
     before=$(flash_bytes)
     ticks=$(cpu_ticks "$pid")
     run_wrk "$lb" "$port" "$DURATION"
     ticks_after=$(cpu_ticks "$pid")
+    [ -n "$PAGE_PID" ] && { kill "$PAGE_PID"; wait "$PAGE_PID" 2>/dev/null || true; }
     after=$(flash_bytes)
     f="$RUN/wrk-$lb.txt"
     CPU[$lb]=$(cpu_us_per_request "$ticks" "$ticks_after" "$f")

@@ -16,6 +16,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod explain;
 pub mod load;
 pub mod policy;
 pub mod ramp;

@@ -290,7 +290,7 @@ impl RampAt<'_> {
 
     /// The table that scores the query `term_hashes`.
     #[inline]
-    fn side(&self, term_hashes: &[u64]) -> &dyn VoteSource {
+    pub fn side(&self, term_hashes: &[u64]) -> &dyn VoteSource {
         if self.query_follows_new(term_hashes) {
             &*self.ramp.new
         } else {

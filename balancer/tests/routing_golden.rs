@@ -65,7 +65,9 @@ fn try_route(
 fn tag(d: Decision) -> String {
     let r = match d.reason {
         Reason::Vote => 'v',
+        Reason::Home => 'h',
         Reason::Overflow => 'o',
+        Reason::Stalled => 's',
         Reason::NoVote => 'n',
     };
     format!("{}{}", d.replica, r)

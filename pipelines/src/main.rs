@@ -73,6 +73,9 @@ enum Command {
     /// Retrain on the last days of a partitioned log, evaluate against the served table on
     /// the newest day, and push a better table to the balancers.
     Retrain(cmd::retrain::RetrainArgs),
+    /// Explain how the table policy routes queries: each term's votes, the homes, the
+    /// load view and the rule that chose the replica (as a balancer's /admin/explain).
+    Explain(cmd::explain::ExplainArgs),
     /// Train and evaluate a table for several (replicas, cache size) configurations.
     Grid(cmd::grid::GridArgs),
     /// Predict throughput and tail latency per policy with the queueing simulator
@@ -168,6 +171,7 @@ fn main() -> ExitCode {
         Command::Demo(a) => cmd::demo::run(a),
         Command::Train(a) => cmd::train::run(a),
         Command::Grid(a) => cmd::grid::run(a),
+        Command::Explain(a) => cmd::explain::run(a),
         Command::Retrain(a) => cmd::retrain::run(a),
         Command::Aggregate(a) => cmd::aggregate::run(a),
         Command::Cluster(a) => a.run(),

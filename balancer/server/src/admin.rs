@@ -12,8 +12,12 @@
 //! | `POST /admin/replicas` | `{"name": ..., "address": ...}`: add |
 //! | `DELETE /admin/replicas/{name}` | remove |
 //! | `POST /admin/replicas/{name}/drain`, `.../enable` | stop or resume new queries |
+//! | `GET /admin/status` | the status page ([`crate::status`]) |
+//! | `GET /admin/explain?q=...` | how a query would be routed now ([`crate::explain`]) |
+//! | `GET /admin/login`, `POST /admin/login`, `POST /admin/logout` | the browser's login |
 //!
-//! The `/admin/` routes need `Authorization: Bearer <admin_token>`, checked by a middleware
+//! The `/admin/` routes but the login need `Authorization: Bearer <admin_token>` (or, for
+//! `GET` and `HEAD`, the login cookie: [`crate::status::login`]), checked by a middleware
 //! before any body byte is read (a request without the token gets its 401 at once, however
 //! large its `Content-Length`), with a comparison whose time depends on neither the token's
 //! bytes nor its length (both sides padded to [`MAX_TOKEN_BYTES`]). Bodies are read up to a
@@ -24,7 +28,7 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use axum::extract::{Path as UrlPath, Request, State as AxState};
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{header, HeaderMap, Method, StatusCode};
 use axum::middleware::{from_fn_with_state, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -39,8 +43,12 @@ use crate::metrics as m;
 use crate::proxy::json_error;
 use crate::reload::{reload, ReloadError, Source};
 use crate::state::MembershipError;
+use crate::status::login::cookie_token;
 use crate::tables::{read_in_dir, NOT_A_TABLE};
 use crate::App;
+
+/// The status page's path (a browser without the cookie is sent to the login form).
+pub const STATUS_PATH: &str = "/admin/status";
 
 /// Largest body of the small JSON admin requests.
 const MAX_JSON_BODY: u64 = 64 << 10;
@@ -99,9 +107,18 @@ async fn require_token(AxState(app): AxState<Arc<App>>, req: Request, next: Next
     let given = req
         .headers()
         .get(header::AUTHORIZATION)
-        .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "))
-        .unwrap_or(b"");
-    if !token.matches(given) {
+        .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "));
+    let read_only = matches!(*req.method(), Method::GET | Method::HEAD);
+    let authorized = match given {
+        Some(given) => token.matches(given),
+        // The login cookie opens the read-only views only (status::login).
+        None if read_only => cookie_token(req.headers()).is_some_and(|c| token.matches(&c)),
+        None => false,
+    };
+    if !authorized {
+        if read_only && req.uri().path() == STATUS_PATH {
+            return (StatusCode::SEE_OTHER, [(header::LOCATION, "/admin/login")]).into_response();
+        }
         return json_error(StatusCode::UNAUTHORIZED, "missing or wrong bearer token");
     }
     next.run(req).await
@@ -146,10 +163,17 @@ pub fn router(app: Arc<App>) -> Router {
         )
         .route("/admin/replicas/{name}/drain", post(drain))
         .route("/admin/replicas/{name}/enable", post(enable))
+        .route(STATUS_PATH, get(crate::status::status_page))
+        .route("/admin/explain", get(crate::explain::explain_query))
         .route_layer(from_fn_with_state(Arc::clone(&app), require_token));
     Router::new()
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/metrics", get(metrics))
+        .route(
+            "/admin/login",
+            get(crate::status::login::login_form).post(crate::status::login::login),
+        )
+        .route("/admin/logout", post(crate::status::login::logout))
         .merge(admin)
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)

@@ -20,7 +20,8 @@
 //!   flash bytes, for backends that report none (`work_source`).
 //! * [`upstream`]: keep-alive connections to replicas and the HTTP/1.1 exchange on them.
 //! * [`health`]: active checks. [`reload`]: table reload. [`admin`]: the admin API.
-//!   [`tables`]: the files a path reload may read.
+//!   [`tables`]: the files a path reload may read. [`status`]: the status page.
+//!   [`explain`]: a query's routing explained.
 //! * [`metrics`]: metric names and the recorder.
 //! * [`cli`]: the command line, run by the `balancer` binary and by `ballot balancer`.
 
@@ -30,6 +31,7 @@ pub mod admit;
 pub mod body;
 pub mod cli;
 pub mod config;
+pub mod explain;
 pub mod fallback;
 pub mod forward;
 pub mod front;
@@ -41,6 +43,7 @@ pub mod replicas;
 pub mod routes;
 pub mod shadow;
 pub mod state;
+pub mod status;
 pub mod tables;
 pub mod upstream;
 pub mod view;
@@ -58,6 +61,9 @@ use crate::proxy::Proxy;
 use crate::shadow::Shadow;
 use crate::state::State;
 use balancer::policy::TermBytes;
+
+/// Ticks of the 100 ms background ticker between two status samples.
+const SAMPLE_TICKS: u64 = status::history::SAMPLE_EVERY.as_millis() as u64 / 100;
 
 /// Why the balancer could not start.
 #[derive(Debug, thiserror::Error)]
@@ -91,6 +97,8 @@ pub struct App {
     pub prom: PrometheusHandle,
     /// The admin token, ready for a constant-time comparison (`None`: admin API off).
     pub admin_token: Option<admin::Token>,
+    /// The status page's ten minutes of samples.
+    pub status: status::history::History,
 }
 
 impl App {
@@ -141,11 +149,13 @@ impl App {
             state,
             prom,
             admin_token,
+            status: status::history::History::new(status::unix_now()),
         }))
     }
 
     /// Starts the health checkers and the ramp ticker, which also closes the idle upstream
-    /// connections the replicas closed, every second (inside a Tokio runtime).
+    /// connections the replicas closed, every second, and samples the status page's
+    /// counters (inside a Tokio runtime).
     pub fn spawn_background(self: &Arc<Self>) {
         for rep in self.state.members.load().slots.iter().flatten() {
             health::spawn(Arc::clone(rep), self.state.cfg.config.health.clone());
@@ -165,6 +175,9 @@ impl App {
                 }
                 if n.is_multiple_of(50) {
                     app.prom.run_upkeep();
+                }
+                if n.is_multiple_of(SAMPLE_TICKS) {
+                    status::record_sample(&app);
                 }
             }
         });

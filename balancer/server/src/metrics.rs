@@ -63,14 +63,24 @@ pub const REPORTED_MISS_BYTES: &str = "ballot_reported_miss_bytes_total";
 pub const SHADOW_MISS_BYTES: &str = "ballot_shadow_miss_bytes_total";
 /// Postings bytes a replica's shadow cache holds, by replica.
 pub const SHADOW_CACHED_BYTES: &str = "ballot_shadow_cached_bytes";
+/// Queries routed while a table ramps in, by the table that scored them (`table` = `old` or
+/// `new`): the `ramp` branch of the routing rule.
+pub const RAMP_QUERIES: &str = "ballot_ramp_queries_total";
+/// Shadow-cache estimates of the flash bytes of one query in [`crate::proxy::ROUTE_SAMPLE`],
+/// by `route`: `chosen` (at the replica that took it) and `round-robin` (the mean over the
+/// live replicas, what round-robin would read on average); their difference is what the
+/// routing saved.
+pub const SAMPLED_MISS_BYTES: &str = "ballot_sampled_miss_bytes_total";
 /// Memory the shadow caches and their term ids take, estimated.
 pub const SHADOW_MEMORY_BYTES: &str = "ballot_shadow_memory_bytes";
 
 /// Buckets of [`ROUTE_SECONDS`]: 250 ns to 1 ms.
 const ROUTE_BUCKETS: [f64; 9] = [250e-9, 500e-9, 1e-6, 2e-6, 5e-6, 10e-6, 50e-6, 200e-6, 1e-3];
-/// Buckets of [`UPSTREAM_SECONDS`]: 100 us to 10 s.
-const UPSTREAM_BUCKETS: [f64; 13] = [
-    100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 100e-3, 500e-3, 1.0, 10.0,
+/// Buckets of [`UPSTREAM_SECONDS`]: 100 us to 10 s, 1-2.5-5 steps (the status page's p99
+/// is a bucket bound, so no step is wider than 2.5x).
+const UPSTREAM_BUCKETS: [f64; 16] = [
+    100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 100e-3, 250e-3, 500e-3, 1.0,
+    2.5, 5.0, 10.0,
 ];
 
 static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
@@ -153,6 +163,14 @@ fn describe() {
         "Flash bytes read, as shadow caches estimate them"
     );
     describe_gauge!(SHADOW_CACHED_BYTES, "Postings bytes held by a shadow cache");
+    describe_counter!(
+        RAMP_QUERIES,
+        "Queries routed during a table ramp, by the table that scored them"
+    );
+    describe_counter!(
+        SAMPLED_MISS_BYTES,
+        "Shadow estimates of sampled queries' flash bytes: at the chosen replica, and round-robin's mean"
+    );
     describe_gauge!(
         SHADOW_MEMORY_BYTES,
         "Memory of the shadow caches, estimated"
@@ -177,44 +195,45 @@ pub struct ReplicaMetrics {
 }
 
 /// Why a request went to its replica, as `ballot_requests_total{reason}` counts it: the
-/// policy's [`Reason`] at a query's first attempt, `failover` on a retry.
+/// policy's [`Reason`] at a query's first attempt (`vote`, `home`, `overflow`,
+/// `stall-guard`, `no-vote`), `failover` on a retry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RequestReason {
-    /// [`Reason::Vote`].
-    Vote,
-    /// [`Reason::Overflow`].
-    Overflow,
-    /// [`Reason::NoVote`].
-    NoVote,
+    /// The policy's reason.
+    Policy(Reason),
     /// A retry on another replica after a failed attempt.
     Failover,
 }
 
 impl RequestReason {
     /// Every reason, in the order of [`ReplicaMetrics::requests`].
-    pub const ALL: [RequestReason; 4] = [
-        RequestReason::Vote,
-        RequestReason::Overflow,
-        RequestReason::NoVote,
+    pub const ALL: [RequestReason; Reason::ALL.len() + 1] = [
+        RequestReason::Policy(Reason::ALL[0]),
+        RequestReason::Policy(Reason::ALL[1]),
+        RequestReason::Policy(Reason::ALL[2]),
+        RequestReason::Policy(Reason::ALL[3]),
+        RequestReason::Policy(Reason::ALL[4]),
         RequestReason::Failover,
     ];
 
     /// The policy's reason for a first attempt.
     pub fn of(reason: Reason) -> Self {
-        match reason {
-            Reason::Vote => RequestReason::Vote,
-            Reason::Overflow => RequestReason::Overflow,
-            Reason::NoVote => RequestReason::NoVote,
+        RequestReason::Policy(reason)
+    }
+
+    /// Its place in [`RequestReason::ALL`] (and [`ReplicaMetrics::requests`]).
+    pub fn index(self) -> usize {
+        match self {
+            RequestReason::Policy(r) => Reason::ALL.iter().position(|&a| a == r).unwrap_or(0),
+            RequestReason::Failover => Reason::ALL.len(),
         }
     }
 
     /// The `reason` label (and the `x-ballot-reason` header).
     pub fn name(self) -> &'static str {
         match self {
+            RequestReason::Policy(r) => r.as_str(),
             RequestReason::Failover => "failover",
-            RequestReason::Vote => Reason::Vote.as_str(),
-            RequestReason::Overflow => Reason::Overflow.as_str(),
-            RequestReason::NoVote => Reason::NoVote.as_str(),
         }
     }
 }

@@ -34,6 +34,7 @@
 use std::borrow::Cow;
 use std::cell::{Cell, RefCell};
 use std::net::IpAddr;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -76,6 +77,10 @@ pub struct Proxy {
     /// Each answer's flash bytes, for the `work` load.
     work: WorkMeter,
     route_seconds: Histogram,
+    /// First attempts fed to the shadow caches: every [`ROUTE_SAMPLE`]th is priced on all.
+    shadow_sample: AtomicU32,
+    sampled_chosen: Counter,
+    sampled_round_robin: Counter,
     retries: Counter,
     failures: Counter,
 }
@@ -186,6 +191,9 @@ impl Proxy {
             work: WorkMeter::new(state.cfg.config.work_source),
             state,
             route_seconds: metrics::histogram!(m::ROUTE_SECONDS),
+            shadow_sample: AtomicU32::new(0),
+            sampled_chosen: metrics::counter!(m::SAMPLED_MISS_BYTES, "route" => "chosen"),
+            sampled_round_robin: metrics::counter!(m::SAMPLED_MISS_BYTES, "route" => "round-robin"),
             retries: metrics::counter!(m::RETRIES),
             failures: metrics::counter!(m::UPSTREAM_FAILURES),
         })
@@ -233,15 +241,55 @@ impl Proxy {
 
     /// Feeds the query `key` sent to `choice` into that replica's shadow cache: the flash
     /// bytes it estimates the replica reads for it (`None`: no shadow caches, or no query).
-    fn feed_shadow(&self, key: Key<'_>, choice: &Choice) -> Option<u64> {
+    ///
+    /// At a first attempt, one query in [`ROUTE_SAMPLE`] is also priced on every live
+    /// replica's shadow cache first, without feeding them: the chosen replica's bytes and
+    /// their mean (round-robin's expected bytes) go to `ballot_sampled_miss_bytes_total`.
+    fn feed_shadow(&self, key: Key<'_>, choice: &Choice, first: bool) -> Option<u64> {
         let (Key::Query(q), Some(shadow)) = (key, &self.shadow) else {
             return None;
         };
+        let sampled = first
+            && self
+                .shadow_sample
+                .fetch_add(1, Ordering::Relaxed)
+                .is_multiple_of(ROUTE_SAMPLE);
         let missed = hashed(q, |query| {
+            if sampled {
+                let members = self.state.members.load();
+                let (mut sum, mut live) = (0u64, 0u64);
+                for (i, rep) in members.slots.iter().enumerate() {
+                    let Some(rep) = rep.as_ref().filter(|r| r.is_healthy() && !r.is_drained())
+                    else {
+                        continue;
+                    };
+                    sum += shadow.peek(i, rep, query.term_hashes);
+                    live += 1;
+                }
+                let chosen = shadow.peek(choice.index, &choice.replica, query.term_hashes);
+                self.sampled_chosen.increment(chosen);
+                self.sampled_round_robin.increment(sum / live.max(1));
+            }
             shadow.access(choice.index, &choice.replica, query.term_hashes)
         });
         choice.replica.metrics.shadow_miss_bytes.increment(missed);
         Some(missed)
+    }
+
+    /// Counts a query routed while a table ramps in by the side of the ramp that scored it.
+    fn count_ramp_side(&self, key: Key<'_>) {
+        let Key::Query(q) = key else { return };
+        let routing = self.state.routing();
+        let Some(ramp) = routing.table.as_ref().and_then(|t| t.ramp.as_ref()) else {
+            return;
+        };
+        let new = hashed(q, |query| {
+            ramp.ramp()
+                .at(ramp.progress())
+                .query_follows_new(query.term_hashes)
+        });
+        let table = if new { "new" } else { "old" };
+        metrics::counter!(m::RAMP_QUERIES, "table" => table).increment(1);
     }
 
     /// Routes by `key` (skipping `exclude`) and takes a place on the chosen replica,
@@ -462,8 +510,9 @@ impl Proxy {
                 Err(Unplaced::NoReplica) => break,
             };
             // The replica's cache sees the query now, in the order queries reach it.
-            let shadow_miss = self.feed_shadow(key, &choice);
+            let shadow_miss = self.feed_shadow(key, &choice, attempt == 0);
             let why = if attempt == 0 {
+                self.count_ramp_side(key);
                 m::RequestReason::of(choice.reason)
             } else {
                 self.retries.increment(1);
@@ -506,7 +555,7 @@ impl Proxy {
                         .metrics
                         .upstream
                         .record(sent.elapsed().as_secs_f64());
-                    choice.replica.metrics.requests[why as usize].increment(1);
+                    choice.replica.metrics.requests[why.index()].increment(1);
                     if self.state.cfg.load == LoadKind::Work {
                         // A backend with no bytes from the chosen source still costs the
                         // fixed part of the work.

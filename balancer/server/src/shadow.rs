@@ -157,6 +157,40 @@ impl Shadow {
         missed
     }
 
+    /// The postings bytes the terms `term_hashes` would miss in slot `index`'s cache if the
+    /// query went to `replica` now, without feeding the cache (a cache that is not
+    /// `replica`'s, or not yet built, misses everything).
+    pub fn peek(&self, index: usize, replica: &Arc<Replica>, term_hashes: &[u64]) -> u64 {
+        let bytes_of = |h: u64| match self.known.get(&h) {
+            Some(&(id, bytes)) => (Some(id), bytes),
+            None => {
+                let unknown = self.unknown.read().unwrap_or_else(|e| e.into_inner());
+                (unknown.get(&h).copied(), self.default_bytes)
+            }
+        };
+        let Some(slot) = self.slots.get(index) else {
+            return 0;
+        };
+        let slot = slot.lock().unwrap_or_else(|e| e.into_inner());
+        let owner = Arc::as_ptr(replica) as usize;
+        let cache = slot
+            .cache
+            .as_ref()
+            .filter(|_| slot.owner == owner && slot.since == replica.live_since());
+        term_hashes
+            .iter()
+            .map(|&h| {
+                let (id, bytes) = bytes_of(h);
+                let hit = matches!((cache, id), (Some(c), Some(id)) if c.contains(id));
+                if hit {
+                    0
+                } else {
+                    u64::from(bytes)
+                }
+            })
+            .sum()
+    }
+
     /// Bytes of postings slot `index`'s cache holds now.
     pub fn cached_bytes(&self, index: usize) -> u64 {
         self.slots.get(index).map_or(0, |s| {
@@ -234,7 +268,11 @@ mod tests {
         // An unknown term weighs the default and is cached like any other.
         assert_eq!(s.access(0, &r, &[h("zzz")]), 21);
         assert_eq!(s.access(0, &r, &[h("zzz")]), 0);
+        // A peek does not feed the cache.
+        assert_eq!(s.peek(0, &r, &[h("a"), h("zzz"), h("new")]), 21);
+        assert_eq!(s.peek(0, &r, &[h("new")]), 21);
         // Another slot has its own cache.
+        assert_eq!(s.peek(1, &r, &[h("zzz")]), 21);
         assert_eq!(s.access(1, &r, &[h("zzz")]), 21);
         assert!(s.cached_bytes(0) <= 3_500 && s.cached_bytes(0) > 0);
         assert!(s.memory_bytes() > 0);

@@ -259,28 +259,10 @@ impl State {
         exclude: u64,
     ) -> Result<Choice, NoReplica> {
         let members = self.members.load();
-        let base: &dyn LoadView = match &self.window {
-            Some(w) => w,
-            None => &*self.slots,
-        };
-        let vcfg = self.view_config();
-        let view_of = |ignore_health: bool| {
-            View::new(&members, base, &self.slots, exclude, ignore_health, vcfg)
-        };
-        let mut view = view_of(false);
-        if view.live_bits() == 0 {
-            // Every remaining replica is ejected or drained: try the ejected ones anyway
-            // rather than fail.
-            view = view_of(true);
-            if view.live_bits() == 0 {
-                return Err(NoReplica);
-            }
-        }
-        let seed = self
-            .seed
-            .fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::Relaxed);
-        let mut rng = Rng::new(seed);
-        let d = policy.route(query, &view, &mut rng).ok_or(NoReplica)?;
+        let view = self.view(&members, exclude).ok_or(NoReplica)?;
+        let d = policy
+            .route(query, &view, &mut self.rng())
+            .ok_or(NoReplica)?;
         let index = usize::from(d.replica);
         if !view.is_live(index) {
             return Err(NoReplica);
@@ -295,6 +277,34 @@ impl State {
             index,
             reason: d.reason,
         })
+    }
+
+    /// The load view a routing decision over `members` sees now, without the replicas in
+    /// `exclude`: the live ones, or the ejected ones too when no healthy one is left (rather
+    /// than fail); `None` when no member is left at all.
+    pub fn view<'a>(&'a self, members: &'a Members, exclude: u64) -> Option<View<'a>> {
+        let base: &dyn LoadView = match &self.window {
+            Some(w) => w,
+            None => &*self.slots,
+        };
+        let vcfg = self.view_config();
+        let view_of = |ignore_health: bool| {
+            View::new(members, base, &self.slots, exclude, ignore_health, vcfg)
+        };
+        let view = view_of(false);
+        if view.live_bits() != 0 {
+            return Some(view);
+        }
+        let view = view_of(true);
+        (view.live_bits() != 0).then_some(view)
+    }
+
+    /// A random state for one routing decision (each gets its own seed).
+    pub fn rng(&self) -> Rng {
+        Rng::new(
+            self.seed
+                .fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::Relaxed),
+        )
     }
 
     /// Counts a query routed to slot `index` at its first attempt (a retry is the same

@@ -77,21 +77,47 @@ pub fn hash_tokens(tokens: &Tokens, term_hashes: &mut Vec<u64>) -> u64 {
 pub enum Reason {
     /// The policy's first choice (top vote, ring owner).
     Vote,
+    /// Another of the query's homes than the top vote, under the load cap, took it by
+    /// having less backlog ([`vote`]: the home share); its cache holds the query's terms
+    /// as the top vote's does.
+    Home,
     /// The first choice was over the load cap (or not live); a later choice or a random
     /// jump took the query.
     Overflow,
+    /// As [`Reason::Overflow`], but the first choice was full by the stall guard (its
+    /// backlog, not its load: [`crate::load::Guarded`]). Only the vote rule tells the two
+    /// apart; the ring policies report both as `Overflow`.
+    Stalled,
     /// The policy does not vote (load-only policies), or no term voted.
     NoVote,
 }
 
 impl Reason {
-    /// `"vote"`, `"overflow"` or `"no-vote"`.
+    /// Every reason.
+    pub const ALL: [Reason; 5] = [
+        Reason::Vote,
+        Reason::Home,
+        Reason::Overflow,
+        Reason::Stalled,
+        Reason::NoVote,
+    ];
+
+    /// `"vote"`, `"home"`, `"overflow"`, `"stall-guard"` or `"no-vote"`.
     pub fn as_str(self) -> &'static str {
         match self {
             Reason::Vote => "vote",
+            Reason::Home => "home",
             Reason::Overflow => "overflow",
+            Reason::Stalled => "stall-guard",
             Reason::NoVote => "no-vote",
         }
+    }
+
+    /// Whether the query left its first choice because that was full (by its load or by
+    /// the stall guard): what the overflow shares count.
+    #[inline]
+    pub fn is_overflow(self) -> bool {
+        matches!(self, Reason::Overflow | Reason::Stalled)
     }
 }
 

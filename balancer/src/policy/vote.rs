@@ -21,10 +21,11 @@
 //! score by score (higher first, then lower replica index):
 //!
 //! 1. the highest-ranked one whose load is below `cap` takes the query: [`Reason::Vote`] if
-//!    it is the top-ranked one, [`Reason::Overflow`] otherwise (the top one is at the cap);
-//!    with `homes > 0`, every live replica under the cap whose real votes reach `homes`
-//!    times that replica's is one of the query's *homes* too, and the least loaded home
-//!    takes the query (power of two choices among the copies of a hot term, as DistCache
+//!    it is the top-ranked one, [`Reason::Overflow`] otherwise (the top one is at the cap;
+//!    [`Reason::Stalled`] when the stall guard is what fills it); with `homes > 0`, every
+//!    live replica under the cap whose real votes reach `homes` times that replica's is one
+//!    of the query's *homes* too, and the least loaded home takes the query
+//!    ([`Reason::Home`] when that is not the top vote) (power of two choices among the copies of a hot term, as DistCache
 //!    sends each request for a replicated hot object to the less loaded copy: a term that
 //!    votes for several replicas is cached on each of them, and its queries spread by load
 //!    instead of piling onto the first). "Least loaded" means fewest requests in flight
@@ -37,7 +38,8 @@
 //!    9–14% at the same miss bytes;
 //! 2. if every positively scored live replica is at the cap, or none has a positive score,
 //!    the query jumps to a uniformly random live replica under the cap (one `rng` draw):
-//!    [`Reason::Overflow`], or [`Reason::NoVote`] when no live replica had a positive score.
+//!    [`Reason::Overflow`] (or [`Reason::Stalled`]), or [`Reason::NoVote`] when no live
+//!    replica had a positive score.
 //!
 //! Dead replicas take no part in the ranking: a query whose best replica is dead goes to its
 //! best live one as a `Vote`. If the load view is inconsistent and no live replica is under
@@ -150,6 +152,45 @@ pub fn pick(
         return None;
     }
     let cap = load_cap(eps, load.total(), live.count_ones() as usize);
+    let (top, best) = rank(scores, live, cap, load);
+    if let Some(b) = best {
+        let chosen = if homes > 0.0 {
+            least_loaded_home(scores, live, b, homes * scores.votes(b), cap, load)
+        } else {
+            b
+        };
+        let reason = if top != Some(b) {
+            overflow_reason(top, load)
+        } else if chosen != b {
+            Reason::Home
+        } else {
+            Reason::Vote
+        };
+        return Some(Decision::to(chosen, reason));
+    }
+    let reason = if top.is_some() {
+        overflow_reason(top, load)
+    } else {
+        Reason::NoVote
+    };
+    let under = under_cap_mask(load, live, cap);
+    let r = if under != 0 {
+        random_member(under, rng)
+    } else {
+        least_loaded_member(load, live)
+    };
+    Some(Decision::to(r, reason))
+}
+
+/// The top-ranked replica among those in `live` with a positive score, and the top-ranked
+/// one under `cap` (ties keep the lower index).
+#[inline]
+pub(crate) fn rank(
+    scores: &Scores,
+    live: u64,
+    cap: u64,
+    load: &dyn LoadView,
+) -> (Option<usize>, Option<usize>) {
     let mut top: Option<usize> = None;
     let mut best: Option<usize> = None;
     let mut rest = live;
@@ -167,31 +208,31 @@ pub fn pick(
             best = Some(r);
         }
     }
-    if let Some(b) = best {
-        let reason = if top == Some(b) {
-            Reason::Vote
-        } else {
-            Reason::Overflow
-        };
-        let b = if homes > 0.0 {
-            least_loaded_home(scores, live, b, homes * scores.votes(b), cap, load)
-        } else {
-            b
-        };
-        return Some(Decision::to(b, reason));
+    (top, best)
+}
+
+/// Whether `replica` is one of a query's homes: under `cap`, with real votes of at least
+/// `floor` (the home share times the best replica's votes; none when `floor` is 0).
+#[inline]
+pub(crate) fn is_home(
+    scores: &Scores,
+    replica: usize,
+    floor: f64,
+    cap: u64,
+    load: &dyn LoadView,
+) -> bool {
+    floor > 0.0 && scores.votes(replica) >= floor && load.load(replica) < cap
+}
+
+/// Why a query left its top-ranked replica `top`: [`Reason::Stalled`] when the stall guard
+/// counts it full (its load reads `u64::MAX`, which only the guard reports), else
+/// [`Reason::Overflow`].
+#[inline]
+fn overflow_reason(top: Option<usize>, load: &dyn LoadView) -> Reason {
+    match top {
+        Some(t) if load.load(t) == u64::MAX => Reason::Stalled,
+        _ => Reason::Overflow,
     }
-    let reason = if top.is_some() {
-        Reason::Overflow
-    } else {
-        Reason::NoVote
-    };
-    let under = under_cap_mask(load, live, cap);
-    let r = if under != 0 {
-        random_member(under, rng)
-    } else {
-        least_loaded_member(load, live)
-    };
-    Some(Decision::to(r, reason))
 }
 
 /// Among the live replicas under `cap` whose real votes reach `floor`, the least loaded:
@@ -215,9 +256,9 @@ fn least_loaded_home(
     while rest != 0 {
         let r = rest.trailing_zeros() as usize;
         rest &= rest - 1;
-        if scores.votes(r) >= floor {
+        if is_home(scores, r, floor, cap, load) {
             let b = busy(r);
-            if b < home_busy && b.1 < cap {
+            if b < home_busy {
                 home = r;
                 home_busy = b;
             }
@@ -280,6 +321,21 @@ mod tests {
     }
 
     #[test]
+    fn a_top_vote_full_by_the_stall_guard_overflows_as_stalled() {
+        // Replica 2 reads u64::MAX, which only the stall guard reports.
+        let load = StaticLoad::new(vec![1, 1, u64::MAX, 1]);
+        let s = scores(&[(2, 5.0), (3, 4.0)], &[]);
+        let d = pick(&s, 4, 0.05, 0.0, &load, &mut Rng::new(1)).unwrap();
+        assert_eq!(d, Decision::to(3, Reason::Stalled));
+        assert!(d.reason.is_overflow() && Reason::Overflow.is_overflow());
+        assert!(!Reason::Home.is_overflow() && !Reason::Vote.is_overflow());
+        // Only the top vote at u64::MAX: the random jump is `stall-guard` too.
+        let s = scores(&[(2, 5.0)], &[]);
+        let d = pick(&s, 4, 0.05, 0.0, &load, &mut Rng::new(1)).unwrap();
+        assert_eq!(d.reason, Reason::Stalled);
+    }
+
+    #[test]
     fn dead_replicas_do_not_rank() {
         let load = StaticLoad::with_live(vec![0; 4], vec![true, true, false, true]);
         let s = scores(&[(2, 5.0), (3, 4.0)], &[]);
@@ -296,7 +352,7 @@ mod tests {
         let s = scores(&[(1, 10.0), (3, 9.0), (0, 5.0)], &[]);
         let load = StaticLoad::new(vec![0, 3, 9, 1]);
         let d = pick(&s, 4, 0.05, 0.85, &load, &mut Rng::new(1)).unwrap();
-        assert_eq!(d, Decision::to(3, Reason::Vote));
+        assert_eq!(d, Decision::to(3, Reason::Home));
         // 0.95: replica 3 is not a home; off: the top vote as before.
         assert_eq!(
             pick(&s, 4, 0.05, 0.95, &load, &mut Rng::new(1))
@@ -362,7 +418,7 @@ mod tests {
         let pick_with = |v: &WithInFlight| pick(&s, 4, 0.05, 0.85, v, &mut Rng::new(1)).unwrap();
         // Replica 1 has the lower window load but 5 requests waiting; replica 3 has 1.
         let d = pick_with(&view(vec![0, 1, 9, 3], vec![0, 5, 0, 1]));
-        assert_eq!(d, Decision::to(3, Reason::Vote));
+        assert_eq!(d, Decision::to(3, Reason::Home));
         // Without requests in flight (the trace simulator) the window load decides.
         let plain = StaticLoad::new(vec![0, 1, 9, 3]);
         assert_eq!(

@@ -226,7 +226,7 @@ pub fn replay_into<C: Cache, O: Observer>(
         if counted {
             queries_per_replica[replica as usize] += 1;
             window_counts[replica as usize] += 1;
-            if decision.reason == balancer::policy::Reason::Overflow {
+            if decision.reason.is_overflow() {
                 overflow += 1;
             }
             let novel = trace.novel[q];

@@ -5,6 +5,7 @@ pub mod build_index;
 pub mod data_cmds;
 pub mod demo;
 pub mod eval;
+pub mod explain;
 pub mod grid;
 pub mod replay;
 pub mod retrain;

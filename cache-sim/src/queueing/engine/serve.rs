@@ -5,7 +5,7 @@
 //! trace simulator does.
 
 use balancer::load::{first_n_bits, Guarded, LoadKind, LoadView, Stall};
-use balancer::policy::{QueryKey, Reason};
+use balancer::policy::QueryKey;
 use data::hash::mix64;
 use data::tokenizer::MAX_TERMS;
 
@@ -57,7 +57,7 @@ impl<C: Cache> Engine<'_, C> {
             .expect("every simulated replica is live");
         if counted {
             self.ph.decisions += 1;
-            self.ph.overflow += u64::from(d.reason == Reason::Overflow);
+            self.ph.overflow += u64::from(d.reason.is_overflow());
         }
         usize::from(d.replica).min(self.replicas - 1)
     }

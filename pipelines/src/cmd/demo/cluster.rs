@@ -289,6 +289,10 @@ pub struct BalancerSpec {
     pub load_window: usize,
 }
 
+/// The environment variable whose token, when set, opens the demo balancers' admin API
+/// (their status page and `/admin/explain`; each prints its admin address to its log).
+pub const ADMIN_TOKEN_ENV: &str = "BALLOT_ADMIN_TOKEN";
+
 /// Writes the balancer's TOML config for `replicas` into `dir` and starts it.
 pub fn start_balancer(spec: &BalancerSpec, replicas: &[&Proc], dir: &Path) -> Result<Proc> {
     let path_value = |p: &Path| -> Result<String> {
@@ -296,8 +300,14 @@ pub fn start_balancer(spec: &BalancerSpec, replicas: &[&Proc], dir: &Path) -> Re
             std::path::absolute(p).with_context(|| format!("{}: cannot resolve", p.display()))?;
         Ok(toml_string(&abs.display().to_string()))
     };
+    // The admin API (status page, explain) opens when the demo's caller sets the token.
+    let admin = if std::env::var_os(ADMIN_TOKEN_ENV).is_some() {
+        format!("admin_token_env = \"{ADMIN_TOKEN_ENV}\"\n")
+    } else {
+        String::new()
+    };
     let mut toml = format!(
-        "listen = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"\neps = {}\n\
+        "{admin}listen = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"\neps = {}\n\
          load = \"{}\"\nload_window = {}\nwork_query_bytes = {}\nwork_source = \"{}\"\n\
          request_timeout_ms = 20000\ndeadline_ms = 60000\nretries = 2\n\n\
          [health]\ninterval_ms = 500\ntimeout_ms = 2000\nfall = 2\nrise = 2\n\n\

@@ -1,0 +1,403 @@
+//! Routing explained, `GET /admin/explain?q=...` (JSON, or `&format=text`): how the
+//! balancer would route a query now, from [`balancer::explain`] over the live view (the
+//! view a request sees, the table serving it and, during a ramp, the side of the ramp the
+//! query follows), plus what only the balancer knows: each replica's shadow-cache estimate
+//! of the query's flash bytes and round-robin's (their mean over the live replicas), so the
+//! bytes the choice saves. Nothing is routed, counted or fed: the shadow caches are read
+//! with a peek. `ballot explain` prints the same document offline ([`to_json`],
+//! [`to_text`]).
+
+use std::fmt::Write;
+use std::sync::Arc;
+
+use axum::extract::{Query, State as AxState};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use balancer::explain::{explain, Explanation};
+use balancer::policy::vote::VoteSource;
+use balancer::policy::{hash_tokens, Reason};
+use data::tokenizer::Tokens;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::proxy::json_error;
+use crate::App;
+
+/// What the balancer adds to an [`Explanation`].
+#[derive(Clone, Debug, Default)]
+pub struct Context {
+    /// Replica names by index (missing or `None`: an empty slot).
+    pub names: Vec<Option<String>>,
+    /// The routing policy's name.
+    pub policy: String,
+    /// The load view's name.
+    pub load: String,
+    /// `(version, content hash)` of the table.
+    pub table: Option<(u64, String)>,
+    /// During a ramp: its progress, and whether the query follows the new table.
+    pub ramp: Option<(f64, bool)>,
+    /// Per replica index, the shadow cache's estimate of the query's flash bytes there.
+    pub shadow_miss: Option<Vec<Option<u64>>>,
+}
+
+impl Context {
+    fn name(&self, index: usize) -> String {
+        self.names
+            .get(index)
+            .cloned()
+            .flatten()
+            .unwrap_or_else(|| format!("#{index}"))
+    }
+}
+
+/// The sentence that says why the chosen replica took the query.
+fn why(e: &Explanation, ctx: &Context, homes: f64) -> String {
+    let Some(d) = e.decision else {
+        return "no live replica".to_owned();
+    };
+    let chosen = ctx.name(usize::from(d.replica));
+    let top = e.top.map(|t| ctx.name(t)).unwrap_or_default();
+    let seen = |r: usize| &e.replicas[r];
+    let backlog = |r: usize| seen(r).in_flight.map_or("?".to_owned(), |b| b.to_string());
+    match d.reason {
+        Reason::Vote if seen(usize::from(d.replica)).votes <= 0.0 => format!(
+            "no term of the query is in the table: {chosen} has the largest stand-in vote (the \
+             postings bytes of its terms) and is under the load bound"
+        ),
+        Reason::Vote => format!("{chosen} has the most votes and is under the load bound"),
+        Reason::Home => {
+            let (b, c) = (e.best.unwrap_or(0), usize::from(d.replica));
+            format!(
+                "{chosen} is a home (its votes reach {:.0}% of {top}'s) and has less backlog \
+                 ({} in flight and queued, against {} on {top})",
+                100.0 * homes,
+                backlog(c),
+                backlog(b)
+            )
+        }
+        Reason::Overflow | Reason::Stalled => {
+            let t = e.top.unwrap_or(0);
+            let full = if d.reason == Reason::Stalled {
+                format!(
+                    "is full by the stall guard (backlog {}, load counted as infinite)",
+                    backlog(t)
+                )
+            } else {
+                format!(
+                    "is at or over the load bound ({} >= {})",
+                    seen(t).load,
+                    e.cap
+                )
+            };
+            let took = match e.best {
+                Some(b) if b == usize::from(d.replica) => {
+                    format!("the next-ranked replica under the bound, {chosen}, took the query")
+                }
+                Some(b) => format!(
+                    "the next-ranked replica under the bound is {}, and {chosen}, one of its \
+                     homes with less backlog, took the query",
+                    ctx.name(b)
+                ),
+                None => format!(
+                    "every replica with votes was full, so a random live replica under the \
+                     bound, {chosen}, took the query"
+                ),
+            };
+            format!("{top}, the top vote, {full}; {took}")
+        }
+        Reason::NoVote => {
+            format!("no term voted: a random live replica under the bound, {chosen}, took it")
+        }
+    }
+}
+
+/// The explanation as a JSON document.
+pub fn to_json(query: &str, terms: &[String], e: &Explanation, ctx: &Context, homes: f64) -> Value {
+    let votes = |v: &[(usize, f64)]| -> Vec<Value> {
+        v.iter()
+            .map(|&(r, w)| json!({ "replica": ctx.name(r), "weight": w }))
+            .collect()
+    };
+    let term_list: Vec<Value> = terms
+        .iter()
+        .zip(&e.terms)
+        .map(|(t, v)| {
+            json!({
+                "term": t,
+                "in_table": !v.votes.is_empty() || v.stand_in.is_empty(),
+                "votes": votes(&v.votes),
+                "stand_in": votes(&v.stand_in),
+            })
+        })
+        .collect();
+    let shadow = |r: usize| {
+        ctx.shadow_miss
+            .as_ref()
+            .and_then(|s| s.get(r).copied().flatten())
+    };
+    let replicas: Vec<Value> = e
+        .replicas
+        .iter()
+        .filter(|r| ctx.names.get(r.index).is_some_and(Option::is_some))
+        .map(|r| {
+            json!({
+                "name": ctx.name(r.index),
+                "index": r.index,
+                "live": r.live,
+                "votes": r.votes,
+                "stand_in_votes": r.stand_in,
+                "load": if r.load == u64::MAX { Value::Null } else { json!(r.load) },
+                "stalled": r.load == u64::MAX,
+                "in_flight": r.in_flight,
+                "under_cap": r.under_cap,
+                "home": r.home,
+                "shadow_miss_bytes": shadow(r.index),
+            })
+        })
+        .collect();
+    let chosen = e.decision.map(|d| usize::from(d.replica));
+    let flash = chosen.and_then(|c| {
+        let live: Vec<u64> = e
+            .replicas
+            .iter()
+            .filter(|r| r.live)
+            .filter_map(|r| shadow(r.index))
+            .collect();
+        let mine = shadow(c)?;
+        let rr = live.iter().sum::<u64>() as f64 / live.len().max(1) as f64;
+        Some(json!({
+            "chosen_miss_bytes": mine,
+            "round_robin_miss_bytes": rr,
+            "saved_bytes": rr - mine as f64,
+        }))
+    });
+    let rule = e.decision.map(|d| d.reason.as_str());
+    let mut why = why(e, ctx, homes);
+    if let Some((progress, new)) = ctx.ramp {
+        let side = if new { "new" } else { "old" };
+        why = format!(
+            "ramp at {:.0}%: scored by the {side} table; {why}",
+            100.0 * progress
+        );
+    }
+    json!({
+        "query": query,
+        "policy": ctx.policy,
+        "load": ctx.load,
+        "table": ctx.table.as_ref().map(|(v, h)| json!({ "version": v, "content_hash": h })),
+        "ramp": ctx.ramp.map(|(p, new)| json!({
+            "progress": p,
+            "table": if new { "new" } else { "old" },
+        })),
+        "terms": term_list,
+        "replicas": replicas,
+        "total_load": e.total,
+        "cap": e.cap,
+        "top": e.top.map(|t| ctx.name(t)),
+        "chosen": chosen.map(|c| ctx.name(c)),
+        "rule": if ctx.ramp.is_some_and(|(_, new)| !new) { Some("ramp") } else { rule },
+        "reason": rule,
+        "why": why,
+        "flash": flash,
+    })
+}
+
+/// The JSON document of [`to_json`] as text for a terminal.
+pub fn to_text(v: &Value) -> String {
+    let s = |v: &Value| match v {
+        Value::String(s) => s.clone(),
+        Value::Null => "-".to_owned(),
+        other => other.to_string(),
+    };
+    let mut out = String::new();
+    let _ = writeln!(out, "query: {}", s(&v["query"]));
+    for t in v["terms"].as_array().into_iter().flatten() {
+        let list = |key: &str| {
+            t[key]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|x| {
+                    format!(
+                        "{} {:.4}",
+                        s(&x["replica"]),
+                        x["weight"].as_f64().unwrap_or(0.0)
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let votes = list("votes");
+        let line = if !votes.is_empty() {
+            format!("votes {votes}")
+        } else if !list("stand_in").is_empty() {
+            format!("not in the table; stand-in vote {}", list("stand_in"))
+        } else {
+            "abstains".to_owned()
+        };
+        let _ = writeln!(out, "  term {:<20} {line}", s(&t["term"]));
+    }
+    let _ = writeln!(
+        out,
+        "  {:<8} {:>5} {:>10} {:>9} {:>10} {:>9} {:>9} {:>5} {:>12}",
+        "replica",
+        "live",
+        "votes",
+        "stand-in",
+        "load",
+        "backlog",
+        "under cap",
+        "home",
+        "shadow miss"
+    );
+    for r in v["replicas"].as_array().into_iter().flatten() {
+        let load = if r["stalled"].as_bool() == Some(true) {
+            "stalled".to_owned()
+        } else {
+            s(&r["load"])
+        };
+        let _ = writeln!(
+            out,
+            "  {:<8} {:>5} {:>10.4} {:>9.0} {:>10} {:>9} {:>9} {:>5} {:>12}",
+            s(&r["name"]),
+            s(&r["live"]),
+            r["votes"].as_f64().unwrap_or(0.0),
+            r["stand_in_votes"].as_f64().unwrap_or(0.0),
+            load,
+            s(&r["in_flight"]),
+            s(&r["under_cap"]),
+            s(&r["home"]),
+            s(&r["shadow_miss_bytes"])
+        );
+    }
+    let _ = writeln!(
+        out,
+        "  load bound {} (total load {}, load view {})",
+        s(&v["cap"]),
+        s(&v["total_load"]),
+        s(&v["load"])
+    );
+    let _ = writeln!(
+        out,
+        "  chosen: {} by rule {}: {}",
+        s(&v["chosen"]),
+        s(&v["rule"]),
+        s(&v["why"])
+    );
+    if v["flash"].is_object() {
+        let f = &v["flash"];
+        let _ = writeln!(
+            out,
+            "  flash (shadow estimate): {} bytes here, round-robin {:.0} on average, saved {:.0}",
+            s(&f["chosen_miss_bytes"]),
+            f["round_robin_miss_bytes"].as_f64().unwrap_or(0.0),
+            f["saved_bytes"].as_f64().unwrap_or(0.0)
+        );
+    }
+    out
+}
+
+/// Hashes `q` as routing does: its terms (as text) and their hashes.
+pub fn terms_of(q: &str) -> (Vec<String>, Vec<u64>) {
+    let mut tokens = Tokens::new();
+    tokens.tokenize(q);
+    let mut hashes = Vec::new();
+    hash_tokens(&tokens, &mut hashes);
+    (tokens.iter().map(str::to_owned).collect(), hashes)
+}
+
+/// The query string of `GET /admin/explain`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExplainParams {
+    q: Option<String>,
+    format: Option<String>,
+}
+
+/// `GET /admin/explain?q=...[&format=text]`.
+pub async fn explain_query(
+    AxState(app): AxState<Arc<App>>,
+    params: Result<Query<ExplainParams>, axum::extract::rejection::QueryRejection>,
+) -> Response {
+    let Ok(Query(params)) = params else {
+        return json_error(
+            StatusCode::BAD_REQUEST,
+            "expected ?q=<query>[&format=json|text] and no other parameter",
+        );
+    };
+    let text = match params.format.as_deref() {
+        None | Some("json") => false,
+        Some("text") => true,
+        Some(other) => {
+            return json_error(
+                StatusCode::BAD_REQUEST,
+                format!("format must be json or text, got `{other}`"),
+            )
+        }
+    };
+    let Some(q) = params.q.filter(|q| !q.trim().is_empty()) else {
+        return json_error(StatusCode::BAD_REQUEST, "missing query: ?q=<query>");
+    };
+    let state = &app.state;
+    let routing = state.routing();
+    let Some(table) = &routing.table else {
+        return json_error(
+            StatusCode::CONFLICT,
+            format!(
+                "explain covers the table policy; this balancer routes by `{}`",
+                state.kind.name()
+            ),
+        );
+    };
+    let (terms, hashes) = terms_of(&q);
+    let members = state.members.load();
+    let Some(view) = state.view(&members, 0) else {
+        return json_error(StatusCode::SERVICE_UNAVAILABLE, "no live replica");
+    };
+    let ramp_at = table.ramp.as_ref().map(|r| r.ramp().at(r.progress()));
+    let source: &dyn VoteSource = match &ramp_at {
+        Some(at) => at.side(&hashes),
+        None => &*table.current,
+    };
+    let homes = state.cfg.config.policy.homes;
+    let e = explain(
+        source,
+        &hashes,
+        table.replicas,
+        state.cfg.config.eps,
+        homes,
+        &view,
+        &mut state.rng(),
+    );
+    let shadow_miss = app.proxy.shadow.as_ref().map(|shadow| {
+        (0..table.replicas)
+            .map(|i| {
+                let rep = members.slots.get(i)?.as_ref()?;
+                Some(shadow.peek(i, rep, &hashes))
+            })
+            .collect()
+    });
+    let ctx = Context {
+        names: members
+            .slots
+            .iter()
+            .map(|s| s.as_ref().map(|r| r.name.clone()))
+            .collect(),
+        policy: state.kind.name().to_owned(),
+        load: state.cfg.load.name().to_owned(),
+        table: Some((table.version, crate::state::hash_hex(table.content_hash))),
+        ramp: ramp_at.map(|at| (at.progress(), at.query_follows_new(&hashes))),
+        shadow_miss,
+    };
+    let doc = to_json(&q, &terms, &e, &ctx, homes);
+    if text {
+        (
+            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+            to_text(&doc),
+        )
+            .into_response()
+    } else {
+        Json(doc).into_response()
+    }
+}
