@@ -1,11 +1,15 @@
-//! `ballot retrain` end to end against two live balancers on loopback: a partitioned
-//! synthetic log (one `date=` folder per day), balancers that serve a hash-placed table,
-//! and the real `ballot` binary for every process.
+//! `ballot retrain` end to end against live balancers on loopback: a partitioned synthetic
+//! log (one `date=` folder per day), balancers that serve a hash-placed table in front of
+//! `e2e::Backend` replicas, and the real `ballot` binary for every process.
 //!
-//! - A better table is promoted to both balancers: their `/admin/table` reports the new
-//!   version and `/admin/table/parquet` returns the new table's rows. A third balancer
-//!   address that does not answer is retried, reported failed in the record, and makes the
-//!   command fail; the two live pushes are not held back by it.
+//! - Every balancer or none: with a balancer whose admin token differs and an address that
+//!   does not answer among four, the better table is checked on all, refused by those two
+//!   (each named in the record and the error), and switched on none, while queries through
+//!   the two live balancers keep succeeding. Without them it is switched on both: their
+//!   `/admin/table` reports the new version and the content hash the check reported, and
+//!   `/admin/table/parquet` returns the new table's rows.
+//! - A switch that fails after another balancer switched (a stand-in balancer that passes
+//!   the check and refuses the switch) rolls that one back to the table it served.
 //! - A table trained on a single day is refused against the served one (SIEVE caches), with
 //!   both tables' numbers in the record, and nothing is pushed.
 //! - Partition selection: `--from/--to` on the same directory read only the days inside.
@@ -17,13 +21,15 @@ mod common;
 use std::net::TcpListener;
 use std::path::Path;
 use std::process::Command;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use common::{assert_clean_failure, ballot, num, partitioned_log, read_json, stderr, stdout};
 use data::hash::term_hash;
 use data::table::{TableRow, VotingTable};
 use data::tokenizer::Tokens;
-use e2e::{http_get, start_listening, Running};
+use e2e::{http_get, start_listening, Backend, Reply, Running};
 use querylog::{read_log, ReadOptions};
 
 const REPLICAS: u16 = 4;
@@ -59,7 +65,9 @@ fn hashed_table(dir: &Path, path: &Path) {
 
 struct Balancer {
     _child: Running,
+    _replicas: Vec<Backend>,
     admin: String,
+    client: String,
 }
 
 /// A closed loopback port (bound, then released).
@@ -68,21 +76,24 @@ fn dead_address() -> String {
     l.local_addr().unwrap().to_string()
 }
 
-fn start_balancer(dir: &Path, name: &str, table: &Path) -> Balancer {
+fn start_balancer(dir: &Path, name: &str, table: &Path, token: &str) -> Balancer {
     let mut config = format!(
-        "listen = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"\nadmin_token = \"{TOKEN}\"\n\
+        "listen = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"\nadmin_token = \"{token}\"\n\
          ramp_queries = 0\n\n[policy]\nname = \"table\"\ntable = \"{}\"\n",
         table.display()
     );
-    for r in 0..REPLICAS {
+    let replicas: Vec<Backend> = (0..REPLICAS)
+        .map(|r| Backend::start(&format!("{name}-r{r}")))
+        .collect();
+    for (r, b) in replicas.iter().enumerate() {
         config += &format!(
             "\n[[replicas]]\nname = \"r{r}\"\naddress = \"{}\"\n",
-            dead_address()
+            b.address()
         );
     }
     let path = dir.join(format!("{name}.toml"));
     std::fs::write(&path, config).unwrap();
-    let (child, _addr, lines) = start_listening(
+    let (child, client, lines) = start_listening(
         Command::new(env!("CARGO_BIN_EXE_ballot"))
             .arg("balancer")
             .arg("--config")
@@ -99,8 +110,73 @@ fn start_balancer(dir: &Path, name: &str, table: &Path) -> Balancer {
     std::thread::spawn(move || for _ in lines {});
     Balancer {
         _child: child,
+        _replicas: replicas,
         admin,
+        client,
     }
+}
+
+/// Queries sent one after another to each of `clients` until stopped: the answers that
+/// were not 200.
+struct Queries {
+    stop: Arc<AtomicBool>,
+    sent: Arc<AtomicU64>,
+    thread: std::thread::JoinHandle<Vec<String>>,
+}
+
+impl Queries {
+    fn start(clients: Vec<String>) -> Queries {
+        let stop = Arc::new(AtomicBool::new(false));
+        let sent = Arc::new(AtomicU64::new(0));
+        let (s, n) = (Arc::clone(&stop), Arc::clone(&sent));
+        let thread = std::thread::spawn(move || {
+            let mut bad = Vec::new();
+            for i in 0.. {
+                if s.load(Ordering::SeqCst) {
+                    break;
+                }
+                let addr = &clients[i % clients.len()];
+                let q = ["weather", "new+york", "cheap+flights", "google"][i % 4];
+                match http_get(addr, &format!("/search?q={q}"), LIMIT) {
+                    Some((200, _)) => {}
+                    other => bad.push(format!("{addr} {q}: {other:?}")),
+                }
+                n.fetch_add(1, Ordering::SeqCst);
+            }
+            bad
+        });
+        Queries { stop, sent, thread }
+    }
+
+    /// Stops and returns (queries sent, failures).
+    fn stop(self) -> (u64, Vec<String>) {
+        self.stop.store(true, Ordering::SeqCst);
+        let bad = self.thread.join().unwrap();
+        (self.sent.load(Ordering::SeqCst), bad)
+    }
+}
+
+/// A stand-in for a balancer whose switch fails: it serves `table` for a rollback, passes
+/// the check, and answers every switch with a 500.
+fn refusing_switch(table: Vec<u8>) -> Backend {
+    Backend::with_handler("refusing", move |r| {
+        match (r.method.as_str(), r.target.as_str()) {
+            ("GET", "/admin/table/parquet") => {
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/vnd.apache.parquet\r\n\
+                 content-length: {}\r\n\r\n",
+                    table.len()
+                );
+                let mut all = head.into_bytes();
+                all.extend_from_slice(&table);
+                Reply::raw(&[&all[..]], false)
+            }
+            ("POST", "/admin/table?check=true") => {
+                Reply::Json(200, r#"{"checked":true,"content_hash":"0"}"#.to_owned())
+            }
+            _ => Reply::Json(500, r#"{"error":"switch refused"}"#.to_owned()),
+        }
+    })
 }
 
 /// The body of an authenticated `GET path` on a balancer's admin address.
@@ -141,8 +217,9 @@ fn retrain_promotes_a_better_table_to_every_balancer_and_refuses_a_worse_one() {
     let freq = partitioned_log(d, 60_000, 4);
     let hashed = d.join("hashed.parquet");
     hashed_table(d, &hashed);
-    let a = start_balancer(d, "a", &hashed);
-    let b = start_balancer(d, "b", &hashed);
+    let a = start_balancer(d, "a", &hashed, TOKEN);
+    let b = start_balancer(d, "b", &hashed, TOKEN);
+    let other_token = start_balancer(d, "c", &hashed, "another-token");
     let dead = dead_address();
     let token = d.join("token");
     std::fs::write(&token, format!("{TOKEN}\n")).unwrap();
@@ -168,41 +245,80 @@ fn retrain_promotes_a_better_table_to_every_balancer_and_refuses_a_worse_one() {
             d.join(out).to_str().unwrap(),
             "--record",
             d.join(record).to_str().unwrap(),
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect()
-    };
-
-    // 1. Three train days against the hashed table: promoted to both live balancers; the
-    //    dead third one is retried, reported, and fails the command.
-    let mut args = common_args("3", "new.parquet", "promote.json");
-    args.extend(
-        [
-            "--balancer",
-            &dead,
             "--push-attempts",
             "2",
             "--push-backoff",
             "0.1",
         ]
         .iter()
-        .map(|s| s.to_string()),
-    );
-    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
-    let run = ballot(&argv);
+        .map(|s| s.to_string())
+        .collect()
+    };
+    let run_with = |args: Vec<String>| {
+        let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+        ballot(&argv)
+    };
+
+    // 1. Three train days against the hashed table, with a balancer whose token differs
+    //    and a dead address among the four: promoted by the rule, refused by those two,
+    //    switched on none; queries through the live balancers keep succeeding.
+    let load = Queries::start(vec![a.client.clone(), b.client.clone()]);
+    let mut args = common_args("3", "new.parquet", "none.json");
+    args.extend(["--balancer", &other_token.admin, "--balancer", &dead].map(String::from));
+    let run = run_with(args);
+    let (sent, failed) = load.stop();
     assert!(
-        !run.status.success(),
-        "a failed push must fail the command; stdout:\n{}",
-        stdout(&run)
+        sent > 0 && failed.is_empty(),
+        "{} of {sent} failed: {failed:?}",
+        failed.len()
     );
+    assert!(!run.status.success(), "stdout:\n{}", stdout(&run));
     assert!(
-        stderr(&run).contains("1 of 3 balancer pushes failed"),
+        stderr(&run).contains("2 of 4 balancers refused it, so none serves it"),
         "{}",
         stderr(&run)
     );
-    let rec = read_json(&d.join("promote.json"));
+    let rec = read_json(&d.join("none.json"));
     assert_eq!(rec["decision"], "promoted", "{rec}");
+    let p = &rec["promotion"];
+    assert_eq!(p["outcome"], "none", "{p}");
+    assert_eq!(
+        p["switches"],
+        serde_json::json!([]),
+        "no switch before every check: {p}"
+    );
+    let refused: Vec<&str> = p["refused"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r.as_str().unwrap())
+        .collect();
+    assert_eq!(refused.len(), 2, "{p}");
+    assert!(
+        refused[0].starts_with(&other_token.admin) && refused[0].contains("401"),
+        "{p}"
+    );
+    assert!(
+        refused[1].starts_with(&dead) && refused[1].contains("connect"),
+        "{p}"
+    );
+    let checks = p["checks"].as_array().unwrap();
+    assert_eq!(checks.len(), 4);
+    assert!(checks[..2]
+        .iter()
+        .all(|c| c["ok"] == true && c["content_hash"].is_string()));
+    assert_eq!(checks[3]["attempts"], 2, "a dead address is retried: {p}");
+    let hashed_rows = rows(&VotingTable::read_parquet(&hashed, None).unwrap());
+    for bal in [&a, &b] {
+        assert_eq!(table_state(&bal.admin)["version"], 1);
+        assert_eq!(served_rows(&bal.admin), hashed_rows);
+    }
+
+    // 1b. The two live balancers only: switched on both, each reporting the content hash
+    //     the check reported.
+    let run = run_with(common_args("3", "new.parquet", "promote.json"));
+    assert!(run.status.success(), "{}", stderr(&run));
+    let rec = read_json(&d.join("promote.json"));
     assert_eq!(rec["eviction"], "sieve", "the replicas' default");
     assert_eq!(rec["test_day"], "2006-03-04");
     assert_eq!(
@@ -238,22 +354,46 @@ fn retrain_promotes_a_better_table_to_every_balancer_and_refuses_a_worse_one() {
         .unwrap()
         .ends_with("/admin/table/parquet"));
     assert_eq!(rec["current_version"], 1);
-    let pushes = rec["pushes"].as_array().unwrap();
-    assert_eq!(pushes.len(), 3);
-    for p in &pushes[..2] {
-        assert_eq!(p["ok"], true, "{p}");
-        assert_eq!(p["version"], 2, "{p}");
+    let p = &rec["promotion"];
+    assert_eq!(p["outcome"], "all", "{p}");
+    let checked = p["checks"][0]["content_hash"].as_str().unwrap().to_owned();
+    for s in p["switches"].as_array().unwrap() {
+        assert_eq!(
+            (&s["ok"], &s["version"]),
+            (&serde_json::json!(true), &serde_json::json!(2))
+        );
     }
-    assert_eq!(pushes[2]["ok"], false);
-    assert_eq!(pushes[2]["attempts"], 2);
-    assert!(pushes[2]["error"].as_str().unwrap().contains("connect"));
-    assert_eq!(rec["pushes_failed"], 1);
     let new_rows = rows(&VotingTable::read_parquet(&d.join("new.parquet"), None).unwrap());
     for bal in [&a, &b] {
         let st = table_state(&bal.admin);
         assert_eq!(st["version"], 2, "{st}");
+        assert_eq!(st["content_hash"], checked.as_str(), "{st}");
         assert_eq!(served_rows(&bal.admin), new_rows);
     }
+
+    // 1c. A switch that fails after one balancer switched: that one is rolled back to the
+    //     table it served.
+    let e = start_balancer(d, "e", &hashed, TOKEN);
+    let stand_in = refusing_switch(std::fs::read(&hashed).unwrap());
+    let mut args = common_args("3", "new-again.parquet", "rollback.json");
+    let ai = args.iter().position(|x| *x == a.admin).unwrap();
+    args[ai] = e.admin.clone();
+    let bpos = args.iter().position(|x| *x == b.admin).unwrap();
+    args[bpos] = stand_in.address();
+    let run = run_with(args);
+    assert!(!run.status.success(), "stdout:\n{}", stdout(&run));
+    let rec = read_json(&d.join("rollback.json"));
+    let p = &rec["promotion"];
+    assert_eq!(p["outcome"], "none", "{p}");
+    assert_eq!(p["switches"][0]["ok"], true, "{p}");
+    assert_eq!(p["switches"][1]["ok"], false, "{p}");
+    assert_eq!(p["rollbacks"].as_array().unwrap().len(), 1, "{p}");
+    assert_eq!(p["rollbacks"][0]["balancer"], e.admin.as_str(), "{p}");
+    assert_eq!(p["rollbacks"][0]["ok"], true, "{p}");
+    assert!(stderr(&run).contains("rolled back"), "{}", stderr(&run));
+    let st = table_state(&e.admin);
+    assert_eq!(st["version"], 3, "switched, then rolled back: {st}");
+    assert_eq!(served_rows(&e.admin), hashed_rows);
 
     // 2. One train day against the three-day table now served: refused with the numbers;
     //    the balancers keep version 2.
@@ -288,7 +428,8 @@ fn retrain_promotes_a_better_table_to_every_balancer_and_refuses_a_worse_one() {
         .as_str()
         .unwrap()
         .contains(&format!("{:.0}", num(new, "busiest_flash_bytes_per_query"))));
-    assert_eq!(rec["pushes"], serde_json::json!([]));
+    assert_eq!(rec["promotion"]["outcome"], "skipped", "{rec}");
+    assert_eq!(rec["promotion"]["checks"], serde_json::json!([]));
     for bal in [&a, &b] {
         assert_eq!(table_state(&bal.admin)["version"], 2);
         assert_eq!(served_rows(&bal.admin), new_rows);

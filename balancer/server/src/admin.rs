@@ -6,7 +6,7 @@
 //! |---|---|
 //! | `GET /healthz`, `GET /metrics` | liveness; Prometheus text |
 //! | `GET /admin/table` | table version, content hash, size and ramp progress |
-//! | `POST /admin/table` | `{"path": ...}` or a Parquet body: validate, then ramp in |
+//! | `POST /admin/table` | `{"path": ...}` or a Parquet body: validate, then ramp in (`?check=true`: validate only) |
 //! | `GET /admin/table/parquet` | the newest table as a Parquet file (`x-ballot-table-version`) |
 //! | `GET /admin/replicas` | members with health, drain and in-flight |
 //! | `POST /admin/replicas` | `{"name": ..., "address": ...}`: add |
@@ -27,7 +27,7 @@
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::extract::{Path as UrlPath, Request, State as AxState};
+use axum::extract::{Path as UrlPath, RawQuery, Request, State as AxState};
 use axum::http::{header, HeaderMap, Method, StatusCode};
 use axum::middleware::{from_fn_with_state, Next};
 use axum::response::{IntoResponse, Response};
@@ -316,7 +316,30 @@ async fn read_table_file(app: &App, requested: std::path::PathBuf) -> Result<Vec
     }
 }
 
-async fn post_table(AxState(app): AxState<Arc<App>>, headers: HeaderMap, body: Body) -> Response {
+/// Whether a `POST /admin/table` query string asks for a check only (`check=true`);
+/// `Err` names what is wrong with it.
+fn check_only(query: Option<&str>) -> Result<bool, String> {
+    match query {
+        None | Some("") => Ok(false),
+        Some("check=true" | "check=1") => Ok(true),
+        Some("check=false" | "check=0") => Ok(false),
+        Some(other) => Err(format!(
+            "unknown query `{other}`: POST /admin/table takes only check=true (validate, do \
+             not switch)"
+        )),
+    }
+}
+
+async fn post_table(
+    AxState(app): AxState<Arc<App>>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let check = match check_only(query.as_deref()) {
+        Ok(c) => c,
+        Err(e) => return json_error(StatusCode::BAD_REQUEST, e),
+    };
     if app.state.table_replicas().is_none() {
         metrics::counter!(m::RELOAD_FAILURES).increment(1);
         let e = ReloadError::NoTable(app.state.kind.to_string());
@@ -358,6 +381,16 @@ async fn post_table(AxState(app): AxState<Arc<App>>, headers: HeaderMap, body: B
         (Source::Bytes(body.to_vec()), None)
     };
     drop(body);
+    if check {
+        return match crate::reload::check(Arc::clone(&app.state), source).await {
+            Ok(checked) => Json(checked).into_response(),
+            Err(e @ ReloadError::NoTable(_)) => json_error(StatusCode::CONFLICT, e.to_string()),
+            Err(_) if by_path.is_some() => {
+                json_error(StatusCode::UNPROCESSABLE_ENTITY, NOT_A_TABLE)
+            }
+            Err(e) => json_error(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()),
+        };
+    }
     match reload(Arc::clone(&app.state), source).await {
         Ok(loaded) => Json(json!({ "loaded": loaded, "table": table_json(&app) })).into_response(),
         Err(e @ ReloadError::NoTable(_)) => json_error(StatusCode::CONFLICT, e.to_string()),

@@ -71,6 +71,41 @@ pub fn compile(source: Source, replicas: usize, state: &State) -> Result<Compile
     Ok((votes, parquet.into(), start.elapsed().as_secs_f64()))
 }
 
+/// A table validated without being installed (`POST /admin/table?check=true`).
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Checked {
+    /// Always true: the table would load.
+    pub checked: bool,
+    /// Its content hash, as `/admin/table` will report it once it serves.
+    pub content_hash: String,
+    /// Distinct terms.
+    pub terms: usize,
+    /// Positive votes.
+    pub votes: usize,
+    /// Its replica count.
+    pub replicas: usize,
+}
+
+/// Reads, validates and compiles a table as [`reload`] does, and drops it: whether this
+/// balancer would take it, for a promotion to several balancers that switches all of them
+/// or none (`ballot retrain`).
+pub async fn check(state: Arc<State>, source: Source) -> Result<Checked, ReloadError> {
+    let Some(replicas) = state.table_replicas() else {
+        return Err(ReloadError::NoTable(state.kind.to_string()));
+    };
+    let st = Arc::clone(&state);
+    let (votes, _, _) = tokio::task::spawn_blocking(move || compile(source, replicas, &st))
+        .await
+        .map_err(|e| ReloadError::Invalid(format!("table loader failed: {e}")))??;
+    Ok(Checked {
+        checked: true,
+        content_hash: crate::state::hash_hex(votes.content_hash()),
+        terms: votes.terms(),
+        votes: votes.vote_count(),
+        replicas,
+    })
+}
+
 /// Publishes the table-load gauges.
 pub fn record_load(version: u64, load_seconds: f64) {
     metrics::gauge!(m::TABLE_VERSION).set(version as f64);

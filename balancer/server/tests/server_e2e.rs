@@ -434,8 +434,19 @@ fn a_reloaded_table_ramps_in_under_load_without_errors() {
         |b: &Balancer, hash: &str| b.series("ballot_table_content", &format!("hash=\"{hash}\""));
     assert_eq!(in_use(&b, &t1_hash), Some(1.0));
 
-    // The ramp counts routed queries: 600 queries under load carry it through its 400.
+    // A check validates t2 and names its hash without switching; a bad query is refused.
     let body = format!("{{\"path\": \"{}\"}}", t2.display());
+    let checked = b.admin("POST", "/admin/table?check=true", body.as_bytes());
+    assert_eq!(checked.status, 200, "{}", checked.text());
+    let checked_hash = checked.json()["content_hash"].as_str().unwrap().to_owned();
+    assert_eq!(content(&b), t1_hash, "a check does not switch");
+    assert_eq!(b.metric("ballot_table_version"), Some(1.0));
+    let bad = b.admin("POST", "/admin/table?check=yes", body.as_bytes());
+    assert_eq!(bad.status, 400, "{}", bad.text());
+    let not_a_table = b.admin("POST", "/admin/table?check=true", b"PAR1 not parquet");
+    assert_eq!(not_a_table.status, 422, "{}", not_a_table.text());
+
+    // The ramp counts routed queries: 600 queries under load carry it through its 400.
     let r = b.admin("POST", "/admin/table", body.as_bytes());
     assert_eq!(r.status, 200, "{}", r.text());
     let progress = |b: &Balancer| {
@@ -449,6 +460,10 @@ fn a_reloaded_table_ramps_in_under_load_without_errors() {
     // Another table, another content hash; the metric names the one in use.
     let t2_hash = content(&b);
     assert_ne!(t2_hash, t1_hash);
+    assert_eq!(
+        t2_hash, checked_hash,
+        "the check named the hash t2 serves under"
+    );
     assert_eq!(in_use(&b, &t2_hash), Some(1.0));
     assert_eq!(in_use(&b, &t1_hash), Some(0.0));
     let failed = load(b.addr(), 3, 200);

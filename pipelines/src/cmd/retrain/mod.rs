@@ -3,10 +3,12 @@
 //! evaluates it and the table the balancers serve on that newest day (held out; the
 //! train days warm the simulated caches), promotes the new table only when it lowers what
 //! bounds the cluster's throughput, by a margin and on enough parts of the day ([`rule`]),
-//! pushes it to every listed balancer's admin API (each ramps it in), and writes a JSON
-//! record of the decision. A push that fails is retried and, if it still fails, reported
-//! in the record and the exit status; never skipped silently.
+//! switches every listed balancer to it or none ([`promote`]: checked on all first, rolled
+//! back where it switched if one fails; each ramps it in), and writes a JSON record of the
+//! decision. A balancer that refuses is retried and, if it still refuses, named in the
+//! record and the exit status; never skipped silently.
 
+pub mod promote;
 pub mod rule;
 
 use std::path::{Path, PathBuf};
@@ -114,10 +116,11 @@ pub struct RetrainArgs {
     /// its own).
     #[arg(long, hide = true)]
     pub max_flash_rise: Option<f64>,
-    /// Attempts per balancer push before it is reported failed.
+    /// Attempts per admin call to a balancer (check, switch, rollback) before it is
+    /// reported failed.
     #[arg(long, default_value_t = 3)]
     pub push_attempts: u32,
-    /// Seconds between push attempts (doubling each time).
+    /// Seconds between attempts (doubling each time).
     #[arg(long, default_value_t = 1.0)]
     pub push_backoff: f64,
     /// Where to write the new table (Parquet), promoted or not.
@@ -170,17 +173,6 @@ impl Scored {
             self.imbalance
         )
     }
-}
-
-/// What happened at one balancer.
-#[derive(Clone, Debug, Serialize)]
-struct Push {
-    balancer: String,
-    ok: bool,
-    attempts: u32,
-    /// The table version the balancer reports after the push.
-    version: Option<u64>,
-    error: Option<String>,
 }
 
 /// Runs `ballot retrain`.
@@ -286,31 +278,39 @@ pub fn run(args: &RetrainArgs) -> Result<()> {
     println!("{}", new_score.line("new   "));
     println!("{}: {reason}", if promote { "promote" } else { "refuse" });
 
-    let pushes: Vec<Push> = if promote {
+    let promotion = if promote {
         let body = std::fs::read(&args.output)
             .with_context(|| format!("{}: reading the new table", args.output.display()))?;
-        args.balancers
-            .iter()
-            .map(|b| push(b, &body, token.as_deref(), args))
-            .collect()
+        let retry = promote::Retry {
+            attempts: args.push_attempts,
+            backoff: args.push_backoff,
+        };
+        promote::promote(&args.balancers, &body, token.as_deref(), retry)
     } else {
-        Vec::new()
+        promote::Promotion {
+            outcome: "skipped",
+            ..promote::Promotion::default()
+        }
     };
-    for p in &pushes {
-        match &p.error {
-            None => println!(
-                "pushed to {} (attempt {}): serving version {}",
-                p.balancer,
-                p.attempts,
-                p.version.map_or("?".to_owned(), |v| v.to_string())
-            ),
-            Some(e) => eprintln!(
-                "push to {} FAILED after {} attempts: {e}",
-                p.balancer, p.attempts
-            ),
+    for s in &promotion.switches {
+        if s.ok {
+            println!(
+                "switched {} (attempt {}): serving version {}",
+                s.balancer,
+                s.attempts,
+                s.version.map_or("?".to_owned(), |v| v.to_string())
+            );
         }
     }
-    let failed = pushes.iter().filter(|p| !p.ok).count();
+    for r in &promotion.refused {
+        eprintln!("refused by {r}");
+    }
+    for r in &promotion.rollbacks {
+        match &r.error {
+            None => println!("rolled back {}: serving its previous table", r.balancer),
+            Some(e) => eprintln!("rollback of {} FAILED: {e}", r.balancer),
+        }
+    }
     let record = json!({
         "decision": if promote { "promoted" } else { "refused" },
         "reason": reason,
@@ -336,21 +336,32 @@ pub fn run(args: &RetrainArgs) -> Result<()> {
             .map(|(s, c)| json!({"current": s, "new": c}))
             .collect::<Vec<_>>(),
         "current_version": current.2,
-        "pushes": pushes,
-        "pushes_failed": failed,
+        "promotion": promotion,
         "train_report": out.report,
         "seconds": started.elapsed().as_secs_f64(),
     });
     write_json(&args.record, &record)?;
     println!("wrote {}", args.record.display());
-    if failed > 0 {
-        bail!(
-            "the new table was promoted but {failed} of {} balancer pushes failed (see {})",
-            pushes.len(),
+    match promotion.outcome {
+        "all" | "skipped" => Ok(()),
+        "none" => bail!(
+            "the rule promoted the new table, but {} of {} balancers refused it, so none serves \
+             it{} (see {})",
+            promotion.refused.len(),
+            args.balancers.len(),
+            if promotion.rollbacks.is_empty() {
+                ""
+            } else {
+                ": the ones that had switched were rolled back"
+            },
             args.record.display()
-        );
+        ),
+        _ => bail!(
+            "the new table reached only some balancers: a switch failed and a rollback failed \
+             too (see {})",
+            args.record.display()
+        ),
     }
-    Ok(())
 }
 
 fn validate(args: &RetrainArgs) -> Result<()> {
@@ -552,66 +563,4 @@ fn evaluate(
     let mut watch = PartObserver::new(trace, part_of, args.parts, args.replicas);
     let result = replay(trace, policy.as_ref(), &cfg, &mut watch);
     Ok(Scored::new(source, &result, &watch.parts))
-}
-
-/// Pushes `body` to balancer `b`, retrying with a doubling backoff; then reads its table
-/// version back.
-fn push(b: &str, body: &[u8], token: Option<&str>, args: &RetrainArgs) -> Push {
-    let auth = token.map(|t| format!("Bearer {t}"));
-    let mut headers = vec![("Content-Type", "application/vnd.apache.parquet")];
-    if let Some(a) = auth.as_deref() {
-        headers.push(("Authorization", a));
-    }
-    let mut backoff = args.push_backoff;
-    let mut last_error = String::new();
-    for attempt in 1..=args.push_attempts {
-        let result = client::call(
-            b,
-            "POST",
-            "/admin/table",
-            &headers,
-            body,
-            Duration::from_secs(60),
-        );
-        match result {
-            Ok(r) if r.status == 200 => {
-                let version = serde_json::from_slice::<serde_json::Value>(&r.body)
-                    .ok()
-                    .and_then(|v| v["loaded"]["version"].as_u64());
-                return Push {
-                    balancer: b.to_owned(),
-                    ok: true,
-                    attempts: attempt,
-                    version,
-                    error: None,
-                };
-            }
-            // A refusal that another attempt cannot change (bad token, bad table).
-            Ok(r) if (400..500).contains(&r.status) && r.status != 408 && r.status != 429 => {
-                return Push {
-                    balancer: b.to_owned(),
-                    ok: false,
-                    attempts: attempt,
-                    version: None,
-                    error: Some(format!("HTTP {}: {}", r.status, r.text().trim())),
-                };
-            }
-            Ok(r) => last_error = format!("HTTP {}: {}", r.status, r.text().trim()),
-            Err(e) => last_error = format!("{e:#}"),
-        }
-        if attempt < args.push_attempts {
-            eprintln!(
-                "push to {b}: attempt {attempt} failed ({last_error}); retrying in {backoff:.1}s"
-            );
-            std::thread::sleep(Duration::from_secs_f64(backoff));
-            backoff *= 2.0;
-        }
-    }
-    Push {
-        balancer: b.to_owned(),
-        ok: false,
-        attempts: args.push_attempts,
-        version: None,
-        error: Some(last_error),
-    }
 }
