@@ -11,12 +11,16 @@
 //! - **Closed loop** (`--concurrency N`): N workers each send the next query when the
 //!   previous one is answered (the classic wrk/ab model); latency is per request.
 //!
+//! Several `--target`s (balancers in front of the same replicas) share the load and stand
+//! in for each other when a connection fails (`targets`).
+//!
 //! Latency goes into a log-bucketed HDR-style histogram (`histogram`). Every loop is bounded
 //! by the log part, `--queries` and `--duration`; Ctrl-C stops at once, cancels what is in
 //! flight and still reports what was measured.
 
 pub mod histogram;
 pub mod stats;
+pub mod targets;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -33,7 +37,8 @@ use tokio::time::Instant;
 
 use self::histogram::Histogram;
 use self::stats::ClusterStats;
-use crate::client::{self, check_reachable, get, BaseUrl, HttpClient};
+use self::targets::Targets;
+use crate::client::{self, check_reachable, BaseUrl, HttpClient};
 use crate::inputs::{LogArgs, SplitArgs};
 use crate::json::write_json;
 
@@ -61,9 +66,11 @@ impl Part {
 /// Arguments of `ballot replay`.
 #[derive(Args, Debug)]
 pub struct ReplayArgs {
-    /// Base URL of a replica or of the balancer, e.g. http://127.0.0.1:8080.
-    #[arg(long)]
-    pub target: String,
+    /// Base URL of a replica or of the balancer, e.g. http://127.0.0.1:8080. Repeat for
+    /// several balancers: clients are spread over them, and a query whose connection fails
+    /// is sent to the next one.
+    #[arg(long, required = true)]
+    pub target: Vec<String>,
     #[command(flatten)]
     pub log: LogArgs,
     #[command(flatten)]
@@ -154,15 +161,13 @@ pub enum Mode {
 
 /// Validated settings.
 struct Plan {
-    target: BaseUrl,
+    targets: Arc<Targets>,
     stats_from: Vec<BaseUrl>,
     mode: Mode,
     duration: Option<Duration>,
     timeout: Duration,
     connect_timeout: Duration,
     max_outstanding: usize,
-    /// Path of the search endpoint.
-    search_path: String,
     k: usize,
     /// Length of the report's intervals (none: no intervals).
     interval: Option<Duration>,
@@ -171,7 +176,11 @@ struct Plan {
 }
 
 fn plan(args: &ReplayArgs) -> Result<Plan> {
-    let target = BaseUrl::parse(&args.target, "--target")?;
+    let bases = args
+        .target
+        .iter()
+        .map(|t| BaseUrl::parse(t, "--target"))
+        .collect::<Result<Vec<_>>>()?;
     let stats_from = args
         .stats_from
         .iter()
@@ -213,7 +222,7 @@ fn plan(args: &ReplayArgs) -> Result<Plan> {
         );
     }
     Ok(Plan {
-        target,
+        targets: Arc::new(Targets::new(bases, args.search_path.clone(), args.k)),
         stats_from,
         mode,
         duration: args
@@ -224,7 +233,6 @@ fn plan(args: &ReplayArgs) -> Result<Plan> {
         timeout: duration_arg(&args.timeout, "--timeout")?,
         connect_timeout: duration_arg(&args.connect_timeout, "--connect-timeout")?,
         max_outstanding: args.max_outstanding,
-        search_path: args.search_path.clone(),
         k: args.k,
         interval: args
             .interval
@@ -400,7 +408,11 @@ pub fn replay_queries(
     queries: Arc<Vec<String>>,
 ) -> Result<Measured> {
     let plan = Plan {
-        target: BaseUrl::parse(target, "target")?,
+        targets: Arc::new(Targets::new(
+            vec![BaseUrl::parse(target, "target")?],
+            "/search".to_owned(),
+            10,
+        )),
         stats_from: stats_from
             .iter()
             .map(|u| BaseUrl::parse(u, "stats URL"))
@@ -410,7 +422,6 @@ pub fn replay_queries(
         timeout: Duration::from_secs(30),
         connect_timeout: Duration::from_secs(2),
         max_outstanding: 10_000,
-        search_path: "/search".to_owned(),
         k: 10,
         interval: None,
         connections: None,
@@ -471,7 +482,9 @@ pub fn run(args: &ReplayArgs) -> Result<()> {
 }
 
 async fn replay(plan: &Plan, queries: Arc<Vec<String>>) -> Result<Outcome> {
-    check_reachable(&plan.target, "--target", plan.connect_timeout).await?;
+    for t in plan.targets.bases() {
+        check_reachable(t, "--target", plan.connect_timeout).await?;
+    }
     for s in &plan.stats_from {
         check_reachable(s, "--stats-from", plan.connect_timeout).await?;
     }
@@ -590,15 +603,19 @@ fn progress_bar(len: u64, shared: Arc<Shared>) -> ProgressBar {
     bar
 }
 
-/// One open-loop request: its URL and when it was meant to leave.
+/// One open-loop request: its query, the target it starts at, and when it was meant to
+/// leave.
 struct Job {
-    url: String,
+    query: usize,
+    first: usize,
     intended: Instant,
 }
 
 /// What the open loop's requests share.
 #[derive(Clone)]
 struct OpenCtx {
+    targets: Arc<Targets>,
+    queries: Arc<Vec<String>>,
     shared: Arc<Shared>,
     outstanding: Arc<AtomicUsize>,
     stop: watch::Receiver<bool>,
@@ -613,7 +630,7 @@ impl OpenCtx {
         let mut stop = self.stop.clone();
         let sent_after = job.intended - self.start;
         tokio::select! {
-            r = get(client, &job.url, self.timeout) => match r {
+            r = self.targets.get(client, &self.queries[job.query], job.first, self.timeout) => match r {
                 Ok(_) => self.shared.ok(job.intended.elapsed(), sent_at.elapsed(), sent_after),
                 Err(f) => self.shared.error(f.kind(), sent_after),
             },
@@ -658,6 +675,8 @@ async fn open_loop(
     start: Instant,
 ) -> u64 {
     let ctx = OpenCtx {
+        targets: Arc::clone(&plan.targets),
+        queries: Arc::clone(queries),
         shared: Arc::clone(shared),
         outstanding: Arc::new(AtomicUsize::new(0)),
         stop: stop.clone(),
@@ -691,7 +710,8 @@ async fn open_loop(
         ctx.outstanding.fetch_add(1, Ordering::AcqRel);
         sent += 1;
         let job = Job {
-            url: plan.target.search(&plan.search_path, &queries[i], plan.k),
+            query: i,
+            first: i,
             intended,
         };
         match &queue {
@@ -730,11 +750,10 @@ async fn closed_loop(
     let sent = Arc::new(AtomicU64::new(0));
     let deadline = plan.duration.map(|d| start + d);
     let mut handles = Vec::with_capacity(workers);
-    for _ in 0..workers.min(queries.len()) {
+    for w in 0..workers.min(queries.len()) {
         let (client, shared, queries) = (client.clone(), shared.clone(), queries.clone());
         let (next, sent, mut stop) = (next.clone(), sent.clone(), stop.clone());
-        let (target, k, timeout) = (plan.target.clone(), plan.k, plan.timeout);
-        let search_path = plan.search_path.clone();
+        let (targets, timeout) = (Arc::clone(&plan.targets), plan.timeout);
         handles.push(tokio::spawn(async move {
             // Latencies stay in the worker and are merged once at the end: no lock per answer.
             let mut local = Histogram::new();
@@ -749,14 +768,13 @@ async fn closed_loop(
                     break;
                 }
                 sent.fetch_add(1, Ordering::Relaxed);
-                let url = target.search(&search_path, &queries[i], k);
                 let t0 = Instant::now();
                 let interval = shared.interval_of(t0 - start);
                 if let Some(iv) = interval {
                     local_intervals.entry(iv).or_default().sent += 1;
                 }
                 tokio::select! {
-                    r = get(&client, &url, timeout) => match r {
+                    r = targets.get(&client, &queries[i], w, timeout) => match r {
                         Ok(_) => {
                             let took = t0.elapsed().as_nanos() as u64;
                             local.record(took);
@@ -847,7 +865,8 @@ fn report_json(args: &ReplayArgs, plan: &Plan, available: usize, out: &Outcome) 
     };
     json!({
         "config": {
-            "target": plan.target.text,
+            "target": plan.targets.bases()[0].text,
+            "targets": plan.targets.bases().iter().map(|b| b.text.clone()).collect::<Vec<_>>(),
             "log": args.log.log.as_ref().map_or_else(
                 || format!("synthetic default ({} queries, seed {})", args.log.synth_queries, args.log.synth_seed),
                 |p| p.display().to_string()),
@@ -867,6 +886,7 @@ fn report_json(args: &ReplayArgs, plan: &Plan, available: usize, out: &Outcome) 
         "ok": t.ok,
         "errors": t.errors,
         "error_total": t.errors.values().sum::<u64>(),
+        "retried": plan.targets.retried(),
         "failures_by_second": t.failures_by_second,
         "intervals": plan.interval.map(|len| intervals_json(len, &t.intervals)),
         "cancelled": t.cancelled,
@@ -886,7 +906,19 @@ fn print_report(plan: &Plan, out: &Outcome) {
         Mode::Open { rate } => format!("open loop at {rate} queries/s"),
         Mode::Closed { workers } => format!("closed loop, {workers} workers"),
     };
-    println!("target      {} ({mode})", plan.target.text);
+    let texts: Vec<&str> = plan
+        .targets
+        .bases()
+        .iter()
+        .map(|b| b.text.as_str())
+        .collect();
+    println!("target      {} ({mode})", texts.join(", "));
+    if texts.len() > 1 {
+        println!(
+            "retried     {} queries on another target after a failed connection",
+            plan.targets.retried()
+        );
+    }
     if out.interrupted {
         println!("interrupted by Ctrl-C: {} requests cancelled", t.cancelled);
     }
