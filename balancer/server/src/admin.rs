@@ -423,6 +423,7 @@ async fn list_replicas(AxState(app): AxState<Arc<App>>) -> Response {
                 "health_changed_at_check": r.health_changed_at_check(),
                 "in_flight": app.state.slots.counts.count(i),
                 "queued": app.state.slots.queued(i),
+                "others_backlog": app.state.slots.others(i),
                 "shadow_cached_bytes": app.proxy.shadow.as_ref().map(|s| s.cached_bytes(i)),
             })
         })

@@ -63,6 +63,13 @@ pub struct Slots {
     queues: Box<[Queue]>,
     /// Entries in every queue.
     queued: AtomicU64,
+    /// Per slot: requests the other balancers had at the replica when it last reported
+    /// its backlog, and until when (milliseconds of `clock`) that counts.
+    others: Box<[AtomicU64]>,
+    others_until_ms: Box<[AtomicU64]>,
+    /// How long a report counts (0: reports are not used).
+    report_ms: u64,
+    clock: std::time::Instant,
 }
 
 impl Slots {
@@ -73,6 +80,49 @@ impl Slots {
             cap,
             queues: (0..replicas).map(|_| Queue::default()).collect(),
             queued: AtomicU64::new(0),
+            others: (0..replicas).map(|_| AtomicU64::new(0)).collect(),
+            others_until_ms: (0..replicas).map(|_| AtomicU64::new(0)).collect(),
+            report_ms: 0,
+            clock: std::time::Instant::now(),
+        }
+    }
+
+    /// The same slots, counting each replica's backlog report for `report_ms` (0: never).
+    pub fn with_reports(mut self, report_ms: u64) -> Self {
+        self.report_ms = report_ms;
+        self
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.clock.elapsed().as_millis() as u64
+    }
+
+    /// Records a replica's report of its backlog, `reported`, with an answer from slot
+    /// `slot` (whose request this balancer still counts): the other balancers' part is what
+    /// this balancer does not account for.
+    pub fn record_report(&self, slot: usize, reported: u64) {
+        if self.report_ms == 0 || slot >= self.others.len() {
+            return;
+        }
+        let own = self.counts.count(slot) + self.queued(slot);
+        self.others[slot].store(reported.saturating_sub(own), Ordering::Relaxed);
+        self.others_until_ms[slot].store(self.now_ms() + self.report_ms, Ordering::Relaxed);
+    }
+
+    /// The other balancers' requests at `slot`'s replica, by its last report still counting.
+    pub fn others(&self, slot: usize) -> u64 {
+        if self.report_ms == 0 {
+            return 0;
+        }
+        self.others_at(slot, self.now_ms())
+    }
+
+    fn others_at(&self, slot: usize, now_ms: u64) -> u64 {
+        match (self.others.get(slot), self.others_until_ms.get(slot)) {
+            (Some(n), Some(until)) if until.load(Ordering::Relaxed) > now_ms => {
+                n.load(Ordering::Relaxed)
+            }
+            _ => 0,
         }
     }
 
@@ -88,14 +138,22 @@ impl Slots {
         self.queued.load(Ordering::Relaxed)
     }
 
-    /// A replica's backlog: requests in flight there plus requests waiting for it.
+    /// A replica's backlog: requests in flight there plus requests waiting for it, and the
+    /// other balancers' requests there while a report of them counts.
     pub fn backlog(&self, slot: usize) -> u64 {
-        self.counts.count(slot) + self.queued(slot)
+        self.counts.count(slot) + self.queued(slot) + self.others(slot)
     }
 
     /// Every replica's backlog.
     pub fn backlog_total(&self) -> u64 {
-        self.counts.total() + self.queued_total()
+        let own = self.counts.total() + self.queued_total();
+        if self.report_ms == 0 {
+            return own;
+        }
+        let now = self.now_ms();
+        own + (0..self.others.len())
+            .map(|s| self.others_at(s, now))
+            .sum::<u64>()
     }
 
     fn guard(self: &Arc<Self>, slot: usize) -> InFlightGuard {
@@ -322,6 +380,27 @@ impl Admission {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_backlog_report_adds_the_other_balancers_requests_while_it_counts() {
+        let s = Arc::new(Slots::new(4, 0).with_reports(60_000));
+        let held: Vec<_> = (0..2).map(|_| s.try_start(1).unwrap()).collect();
+        // The replica reports 7 searches while this balancer has 2 there: 5 are others'.
+        s.record_report(1, 7);
+        assert_eq!((s.others(1), s.backlog(1), s.backlog_total()), (5, 7, 7));
+        // A report below this balancer's own count adds nothing.
+        s.record_report(1, 1);
+        assert_eq!(s.backlog(1), 2);
+        drop(held);
+        // Reports off: never counted; expired: no longer counted.
+        let off = Slots::new(4, 0);
+        off.record_report(0, 9);
+        assert_eq!(off.backlog(0), 0);
+        let brief = Slots::new(4, 0).with_reports(1);
+        brief.record_report(0, 9);
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        assert_eq!((brief.backlog(0), brief.backlog_total()), (0, 0));
+    }
 
     fn soon(ms: u64) -> tokio::time::Instant {
         tokio::time::Instant::now() + std::time::Duration::from_millis(ms)

@@ -18,6 +18,8 @@
 //!                                     # header, else report, else shadow, else none
 //! stall_eps = 1.0                     # window, work: full anyway at a backlog (in flight +
 //! stall_slack = 2                     #   queued) of ceil((1+stall_eps)·mean backlog) + stall_slack
+//! backlog_reports_ms = 0              # > 0: a replica's backlog report (ORCA named_metrics.backlog)
+//!                                     #   counts this long: what other balancers have there
 //! slow_start_queries = 2000           # a replica that comes back ramps its share up over these
 //! request_timeout_ms = 1000           # one upstream attempt
 //! deadline_ms = 3000                  # the whole client request, retries included
@@ -286,6 +288,15 @@ pub struct Config {
     /// See `stall_eps`.
     #[serde(default = "default_stall_slack")]
     pub stall_slack: u64,
+    /// With several balancers in front of the same replicas: each answer's ORCA load
+    /// report (`named_metrics.backlog`, the searches in flight at the replica, as ballot's
+    /// replica sends it) tells how many requests the other balancers have there (its
+    /// backlog less this balancer's at that moment), and that count is added to this
+    /// balancer's own for this many milliseconds, or until the next report: in the
+    /// `in-flight` load, the stall guard and the choice among homes. 0 (the default): each
+    /// balancer counts only its own requests.
+    #[serde(default)]
+    pub backlog_reports_ms: u64,
     /// Timeout of one upstream attempt (until the response headers).
     #[serde(default = "default_request_timeout_ms")]
     pub request_timeout_ms: u64,
@@ -392,6 +403,9 @@ fn default_load_window() -> usize {
 fn default_stall_eps() -> f64 {
     balancer::load::DEFAULT_STALL_EPS
 }
+/// Longest a replica's backlog report may count (a minute: older, it says nothing).
+pub const MAX_BACKLOG_REPORTS_MS: u64 = 60_000;
+
 fn default_stall_slack() -> u64 {
     balancer::load::DEFAULT_STALL_SLACK
 }
@@ -571,6 +585,12 @@ impl Config {
         }
         if config.eps.is_nan() || config.eps < 0.0 {
             return Err(invalid(format!("eps must be >= 0, got {}", config.eps)));
+        }
+        if config.backlog_reports_ms > MAX_BACKLOG_REPORTS_MS {
+            return Err(invalid(format!(
+                "backlog_reports_ms must be at most {MAX_BACKLOG_REPORTS_MS}, got {}",
+                config.backlog_reports_ms
+            )));
         }
         if config.stall_eps.is_nan() || config.stall_eps < 0.0 {
             return Err(invalid(format!(

@@ -556,6 +556,11 @@ impl Proxy {
                         .upstream
                         .record(sent.elapsed().as_secs_f64());
                     choice.replica.metrics.requests[why.index()].increment(1);
+                    if cfg.config.backlog_reports_ms > 0 {
+                        if let Some(backlog) = WorkMeter::backlog(&headers) {
+                            self.state.slots.record_report(choice.index, backlog);
+                        }
+                    }
                     if self.state.cfg.load == LoadKind::Work {
                         // A backend with no bytes from the chosen source still costs the
                         // fixed part of the work.

@@ -201,7 +201,10 @@ impl State {
         let window = matches!(cfg.load, LoadKind::Window | LoadKind::Work)
             .then(|| Window::new(MAX_REPLICAS, cfg.config.load_window));
         // Read before `cfg` moves into the state.
-        let places = Arc::new(Slots::new(MAX_REPLICAS, cfg.config.replica_max_in_flight));
+        let places = Arc::new(
+            Slots::new(MAX_REPLICAS, cfg.config.replica_max_in_flight)
+                .with_reports(cfg.config.backlog_reports_ms),
+        );
         Ok(State {
             cfg,
             kind,

@@ -91,6 +91,17 @@ impl WorkMeter {
         bytes.unwrap_or(0)
     }
 
+    /// The replica's backlog in the answer's ORCA report (`named_metrics.backlog`), if it
+    /// has a readable, non-negative one (a malformed report is counted once, by
+    /// [`WorkMeter::bytes`], when that reads it).
+    pub fn backlog(headers: &HeaderMap) -> Option<u64> {
+        let value = headers.get(&REPORT_NAME)?;
+        match load_report::find(value.as_bytes(), load_report::BACKLOG) {
+            Ok(Some(v)) if v >= 0.0 && v.is_finite() => Some(v.round() as u64),
+            _ => None,
+        }
+    }
+
     /// The miss bytes of the answer's ORCA report, if it has a readable one with them; a
     /// report that cannot be read is counted and ignored.
     fn report(&self, headers: &HeaderMap) -> Option<u64> {

@@ -225,3 +225,56 @@ fn a_shadow_source_without_shadow_caches_is_a_config_error() {
         "{err}"
     );
 }
+
+/// Sends `n` searches one at a time, each once nothing is in flight at the balancer.
+fn one_at_a_time(b: &Balancer, n: usize) {
+    for _ in 0..n {
+        e2e::wait_until(e2e::LIMIT, "nothing in flight", || {
+            b.replicas().iter().all(|r| r["in_flight"] == 0)
+        });
+        assert_eq!(b.search("alpha").status, 200);
+    }
+}
+
+#[test]
+fn backlog_reports_add_the_other_balancers_requests() {
+    // b0's report says 40 searches are in flight there (other balancers'), b1's and b2's
+    // only the one answered.
+    let report = |n: u64| format!("endpoint-load-metrics: TEXT named_metrics.backlog={n}\r\n");
+    let run = |report_ms: u64| -> (Vec<u64>, serde_json::Value) {
+        let backends = [
+            answering("b0", Box::leak(report(40).into_boxed_str())),
+            answering("b1", Box::leak(report(1).into_boxed_str())),
+            answering("b2", Box::leak(report(1).into_boxed_str())),
+        ];
+        let mut s = format!(
+            "listen = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"\nadmin_token = \"t\"\n\
+             load = \"in-flight\"\nbacklog_reports_ms = {report_ms}\n\n\
+             [policy]\nname = \"least-loaded\"\n"
+        );
+        for b in &backends {
+            s += &format!(
+                "\n[[replicas]]\nname = \"{}\"\naddress = \"{}\"\n",
+                b.name(),
+                b.address()
+            );
+        }
+        let bal = Balancer::start(BALANCER, &s);
+        one_at_a_time(&bal, 30);
+        let served = backends.iter().map(Backend::received).collect();
+        (served, bal.replica("b0"))
+    };
+    // Own counts only: idle each time, least-loaded sends every query to b0 (ties to the
+    // lowest index).
+    let (served, b0) = run(0);
+    assert_eq!(served, vec![30, 0, 0]);
+    assert_eq!(b0["others_backlog"], 0);
+    // With the reports: after b0's first answer, its 39 other requests keep it out.
+    let (served, b0) = run(60_000);
+    assert_eq!(
+        served,
+        vec![1, 29, 0],
+        "b1 answers and reports only its own"
+    );
+    assert_eq!(b0["others_backlog"], 39, "{b0}");
+}
