@@ -398,18 +398,22 @@ impl Measured {
     }
 }
 
-/// Replays `queries` against `target` (a balancer or replica base URL) in `mode`, reading
-/// the `/stats` of `stats_from` before and after; blocks until done. This is `ballot
-/// replay` without the log loading and the printing, for the demo.
+/// Replays `queries` against `targets` (a replica's or balancers' base URLs, spread and
+/// retried as `ballot replay --target ...` does) in `mode`, reading the `/stats` of
+/// `stats_from` before and after; blocks until done. This is `ballot replay` without the
+/// log loading and the printing, for the demo.
 pub fn replay_queries(
-    target: &str,
+    targets: &[String],
     stats_from: &[String],
     mode: Mode,
     queries: Arc<Vec<String>>,
 ) -> Result<Measured> {
     let plan = Plan {
         targets: Arc::new(Targets::new(
-            vec![BaseUrl::parse(target, "target")?],
+            targets
+                .iter()
+                .map(|t| BaseUrl::parse(t, "target"))
+                .collect::<Result<Vec<_>>>()?,
             "/search".to_owned(),
             10,
         )),

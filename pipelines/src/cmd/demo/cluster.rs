@@ -287,14 +287,22 @@ pub struct BalancerSpec {
     pub homes: f64,
     /// Routing decisions the balancer's load window counts.
     pub load_window: usize,
+    /// `backlog_reports_ms` (0: each balancer counts only its own requests).
+    pub backlog_reports_ms: u64,
 }
 
 /// The environment variable whose token, when set, opens the demo balancers' admin API
 /// (their status page and `/admin/explain`; each prints its admin address to its log).
 pub const ADMIN_TOKEN_ENV: &str = "BALLOT_ADMIN_TOKEN";
 
-/// Writes the balancer's TOML config for `replicas` into `dir` and starts it.
-pub fn start_balancer(spec: &BalancerSpec, replicas: &[&Proc], dir: &Path) -> Result<Proc> {
+/// Writes balancer `index`'s TOML config for `replicas` into `dir` and starts it (the
+/// demo's balancers of one policy share the spec and differ only in their files).
+pub fn start_balancer(
+    spec: &BalancerSpec,
+    index: usize,
+    replicas: &[&Proc],
+    dir: &Path,
+) -> Result<Proc> {
     let path_value = |p: &Path| -> Result<String> {
         let abs =
             std::path::absolute(p).with_context(|| format!("{}: cannot resolve", p.display()))?;
@@ -309,7 +317,8 @@ pub fn start_balancer(spec: &BalancerSpec, replicas: &[&Proc], dir: &Path) -> Re
     let mut toml = format!(
         "{admin}listen = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"\neps = {}\n\
          load = \"{}\"\nload_window = {}\nwork_query_bytes = {}\nwork_source = \"{}\"\n\
-         request_timeout_ms = 20000\ndeadline_ms = 60000\nretries = 2\n\n\
+         request_timeout_ms = 20000\ndeadline_ms = 60000\nretries = 2\n\
+         backlog_reports_ms = {}\n\n\
          [health]\ninterval_ms = 500\ntimeout_ms = 2000\nfall = 2\nrise = 2\n\n\
          [policy]\nname = {}\n",
         spec.eps,
@@ -317,6 +326,7 @@ pub fn start_balancer(spec: &BalancerSpec, replicas: &[&Proc], dir: &Path) -> Re
         spec.load_window,
         spec.work_query_bytes,
         spec.work_source,
+        spec.backlog_reports_ms,
         toml_string(&spec.policy)
     );
     toml += &format!("homes = {}\n", spec.homes);
@@ -335,7 +345,11 @@ pub fn start_balancer(spec: &BalancerSpec, replicas: &[&Proc], dir: &Path) -> Re
             r.addr
         );
     }
-    let config = dir.join(format!("balancer-{}.toml", spec.policy));
+    let name = match index {
+        0 => format!("balancer-{}", spec.policy),
+        i => format!("balancer-{}-{i}", spec.policy),
+    };
+    let config = dir.join(format!("{name}.toml"));
     std::fs::write(&config, toml).with_context(|| format!("{}: cannot write", config.display()))?;
     Proc::start(
         &format!("balancer ({})", spec.policy),
@@ -344,7 +358,7 @@ pub fn start_balancer(spec: &BalancerSpec, replicas: &[&Proc], dir: &Path) -> Re
             "--config".into(),
             config.display().to_string(),
         ],
-        &dir.join(format!("balancer-{}.log", spec.policy)),
+        &dir.join(format!("{name}.log")),
     )
 }
 

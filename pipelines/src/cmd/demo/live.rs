@@ -67,6 +67,11 @@ pub struct LiveSetup<'a> {
     pub steady: Vec<String>,
     /// Closed-loop clients.
     pub concurrency: usize,
+    /// Balancer processes per policy (same table and config, each on its own port); the
+    /// clients are spread over them.
+    pub balancers: usize,
+    /// The balancers' `backlog_reports_ms`.
+    pub backlog_reports_ms: u64,
     /// Open-loop rate in queries/s; `None`: `load_frac` × the first policy's saturation
     /// throughput.
     pub rate: Option<f64>,
@@ -191,6 +196,10 @@ pub struct LiveReport {
     /// Where the balancer's `work` load read each query's flash bytes (a
     /// [`balancer::WorkSource`] name).
     pub work_source: &'static str,
+    /// Balancer processes per policy.
+    pub balancers: usize,
+    /// Their `backlog_reports_ms`.
+    pub backlog_reports_ms: u64,
 }
 
 /// Longest open-loop phase the demo accepts (queries / rate).
@@ -299,6 +308,8 @@ pub fn run(setup: &LiveSetup<'_>) -> Result<LiveReport> {
         steady_queries: setup.steady.len(),
         concurrency: setup.concurrency,
         work_source: setup.routing.work_source.name(),
+        balancers: setup.balancers.max(1),
+        backlog_reports_ms: setup.backlog_reports_ms,
     })
 }
 
@@ -334,41 +345,38 @@ fn serve_policy(
     let replicas = (0..setup.replicas)
         .map(|i| start_replica(&spec, i, &logs))
         .collect::<Result<Vec<_>>>()?;
-    let balancer = start_balancer(
-        &BalancerSpec {
-            policy: kind.name().to_owned(),
-            table: kind.needs_table().then(|| setup.table.clone()),
-            sizes: Some(setup.sizes_path.clone()),
-            eps: setup.eps,
-            load: setup.live_load_for(kind),
-            work_query_bytes: setup.routing.work_query_bytes,
-            work_source: setup.routing.work_source,
-            shadow: (setup.routing.work_source == balancer::WorkSource::Shadow)
-                .then_some((setup.cache_bytes, setup.eviction)),
-            homes: setup.routing.homes,
-            load_window: DEFAULT_WINDOW,
-        },
-        &replicas.iter().collect::<Vec<_>>(),
-        &logs,
-    )?;
+    let spec = BalancerSpec {
+        policy: kind.name().to_owned(),
+        table: kind.needs_table().then(|| setup.table.clone()),
+        sizes: Some(setup.sizes_path.clone()),
+        eps: setup.eps,
+        load: setup.live_load_for(kind),
+        work_query_bytes: setup.routing.work_query_bytes,
+        work_source: setup.routing.work_source,
+        shadow: (setup.routing.work_source == balancer::WorkSource::Shadow)
+            .then_some((setup.cache_bytes, setup.eviction)),
+        homes: setup.routing.homes,
+        load_window: DEFAULT_WINDOW,
+        backlog_reports_ms: setup.backlog_reports_ms,
+    };
+    let members: Vec<&Proc> = replicas.iter().collect();
+    let balancers = (0..setup.balancers.max(1))
+        .map(|j| start_balancer(&spec, j, &members, &logs))
+        .collect::<Result<Vec<_>>>()?;
+    let targets: Vec<String> = balancers.iter().map(Proc::url).collect();
     let stats: Vec<String> = replicas.iter().map(|r| r.url()).collect();
     let closed = Mode::Closed {
         workers: setup.concurrency,
     };
-    let warm = replay_queries(&balancer.url(), &[], closed, Arc::new(setup.warm.clone()))?;
+    let warm = replay_queries(&targets, &[], closed, Arc::new(setup.warm.clone()))?;
     fail_if_interrupted(&warm)?;
     println!(
         "live: {kind}: warmed with {} queries ({:.1} queries/s)",
         warm.ok,
         warm.throughput()
     );
-    let before = routing_reasons(&balancer)?;
-    let saturate = replay_queries(
-        &balancer.url(),
-        &stats,
-        closed,
-        Arc::new(setup.saturate.clone()),
-    )?;
+    let before = routing_reasons(&balancers)?;
+    let saturate = replay_queries(&targets, &stats, closed, Arc::new(setup.saturate.clone()))?;
     fail_if_interrupted(&saturate)?;
     if saturate.ok == 0 || saturate.error_total() * 100 > saturate.sent {
         bail!(
@@ -389,14 +397,14 @@ fn serve_policy(
         );
     }
     let steady = replay_queries(
-        &balancer.url(),
+        &targets,
         &stats,
         Mode::Open { rate: offered_qps },
         Arc::new(setup.steady.clone()),
     )?;
     fail_if_interrupted(&steady)?;
-    let after = routing_reasons(&balancer)?;
-    drop(balancer);
+    let after = routing_reasons(&balancers)?;
+    drop(balancers);
     drop(replicas);
     Ok(PolicyRun {
         saturate,
@@ -433,17 +441,24 @@ impl Reasons {
     }
 }
 
-/// Reads the routing reasons from the balancer's admin `/metrics`. Retries (`failover`)
-/// are not first attempts and are left out.
-fn routing_reasons(balancer: &Proc) -> Result<Reasons> {
-    let admin = balancer.printed("admin on ").with_context(|| {
-        format!(
-            "the balancer printed no admin address ({})",
-            balancer.log.display()
-        )
-    })?;
-    let text = http_get(&admin, "/metrics")?;
+/// Reads the routing reasons from the balancers' admin `/metrics`, summed. Retries
+/// (`failover`) are not first attempts and are left out.
+fn routing_reasons(balancers: &[Proc]) -> Result<Reasons> {
     let mut r = Reasons::default();
+    for balancer in balancers {
+        let admin = balancer.printed("admin on ").with_context(|| {
+            format!(
+                "the balancer printed no admin address ({})",
+                balancer.log.display()
+            )
+        })?;
+        add_reasons(&http_get(&admin, "/metrics")?, &mut r);
+    }
+    Ok(r)
+}
+
+/// Adds the `ballot_requests_total` first attempts of the metrics `text` to `r`.
+fn add_reasons(text: &str, r: &mut Reasons) {
     for line in text
         .lines()
         .filter(|l| l.starts_with("ballot_requests_total{") && !l.contains("reason=\"failover\""))
@@ -452,11 +467,11 @@ fn routing_reasons(balancer: &Proc) -> Result<Reasons> {
             continue;
         };
         r.first_attempts += v;
-        if line.contains("reason=\"overflow\"") {
+        // Over the load bound, or full by the stall guard.
+        if line.contains("reason=\"overflow\"") || line.contains("reason=\"stall-guard\"") {
             r.overflow += v;
         }
     }
-    Ok(r)
 }
 
 /// GET `path` on `addr`, expecting 200; returns the body.

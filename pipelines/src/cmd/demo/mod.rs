@@ -85,6 +85,15 @@ pub struct DemoArgs {
     /// Live: closed-loop clients.
     #[arg(long, default_value_t = 32)]
     pub live_concurrency: usize,
+    /// Live: balancer processes per policy, each with the same table and config on its own
+    /// port; the clients are spread over them (and retry on another when a connection
+    /// fails). The queueing prediction still models one balancer.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=16))]
+    pub balancers: u64,
+    /// Live: each balancer's `backlog_reports_ms` (0: it counts only its own requests; > 0:
+    /// the replicas' backlog reports add the other balancers' requests for this long).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=60_000))]
+    pub live_backlog_reports_ms: u64,
     /// Live: open-loop rate as a fraction of the first policy's saturation throughput.
     #[arg(long, default_value_t = 0.6)]
     pub live_load: f64,
@@ -270,6 +279,8 @@ pub fn run(args: &DemoArgs) -> Result<()> {
             saturate: pick(&test[..n_sat]),
             steady: pick(&test[n_sat..n_sat + n_steady]),
             concurrency: args.live_concurrency,
+            balancers: args.balancers as usize,
+            backlog_reports_ms: args.live_backlog_reports_ms,
             rate: args.live_rate,
             others_load: args.live_others_load,
             sim_cpu_us: args.sim_cpu_us,

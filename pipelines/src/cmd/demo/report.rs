@@ -95,7 +95,9 @@ fn live_section(md: &mut String, live: &LiveReport) -> Result<()> {
          {} queries from the end of the train part warm the caches (not counted); then {} \
          test queries run closed-loop with {} clients (throughput at saturation), and {} \
          more open-loop at the same offered rate for every policy (latency at equal load). \
-         A `work` load reads each query's flash bytes from: {} (`--work-source`).\n",
+         A `work` load reads each query's flash bytes from: {} (`--work-source`). \
+         Balancers per policy: {} (`--balancers`; the clients spread over them), backlog \
+         reports counted for {} ms (`--live-backlog-reports-ms`).\n",
         live.replicas,
         live.cache_bytes,
         live.eviction,
@@ -106,6 +108,8 @@ fn live_section(md: &mut String, live: &LiveReport) -> Result<()> {
         live.concurrency,
         live.steady_queries,
         live.work_source,
+        live.balancers,
+        live.backlog_reports_ms,
     )?;
     const COLUMNS: [&str; 13] = [
         "policy",
