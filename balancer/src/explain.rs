@@ -38,8 +38,8 @@ pub struct ReplicaSeen {
     pub stand_in: f64,
     /// Its load in the view (`u64::MAX`: full by the stall guard).
     pub load: u64,
-    /// Its backlog, when the view has one.
-    pub in_flight: Option<u64>,
+    /// Its backlog (requests in flight and queued), when the view has one.
+    pub backlog: Option<u64>,
     /// Whether its load is under the cap.
     pub under_cap: bool,
     /// Whether it is one of the query's homes.
@@ -110,7 +110,7 @@ pub fn explain(
                 votes: scores.votes(r),
                 stand_in: scores.fallback(r),
                 load: load.load(r),
-                in_flight: load.in_flight(r),
+                backlog: load.in_flight(r),
                 under_cap: load.load(r) < cap,
                 home: is_live && best.is_some() && is_home(&scores, r, floor, cap, load),
             }

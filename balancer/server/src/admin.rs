@@ -43,7 +43,7 @@ use crate::metrics as m;
 use crate::proxy::json_error;
 use crate::reload::{reload, ReloadError, Source};
 use crate::state::MembershipError;
-use crate::status::login::cookie_token;
+use crate::status::login::{cookie_session, MAX_FORM_BYTES};
 use crate::tables::{read_in_dir, NOT_A_TABLE};
 use crate::App;
 
@@ -112,7 +112,9 @@ async fn require_token(AxState(app): AxState<Arc<App>>, req: Request, next: Next
     let authorized = match given {
         Some(given) => token.matches(given),
         // The login cookie opens the read-only views only (status::login).
-        None if read_only => cookie_token(req.headers()).is_some_and(|c| token.matches(&c)),
+        None if read_only => {
+            cookie_session(req.headers()).is_some_and(|c| app.sessions.is_open(&c))
+        }
         None => false,
     };
     if !authorized {
@@ -171,7 +173,9 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/metrics", get(metrics))
         .route(
             "/admin/login",
-            get(crate::status::login::login_form).post(crate::status::login::login),
+            get(crate::status::login::login_form)
+                .post(crate::status::login::login)
+                .layer(axum::extract::DefaultBodyLimit::max(MAX_FORM_BYTES)),
         )
         .route("/admin/logout", post(crate::status::login::logout))
         .merge(admin)

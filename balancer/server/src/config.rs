@@ -369,8 +369,9 @@ pub struct Config {
     /// latency, attempts, request id).
     #[serde(default)]
     pub access_log: bool,
-    /// Add `x-ballot-replica` (the replica's name) and `x-ballot-reason` (`vote`,
-    /// `overflow` or `no-vote`) to every relayed answer. Off by default: they tell clients
+    /// Add `x-ballot-replica` (the replica's name) and `x-ballot-reason` (the routing rule:
+    /// `vote`, `home`, `overflow`, `stall-guard`, `no-vote` or `failover`) to every relayed
+    /// answer. Off by default: they tell clients
     /// the names of the replicas behind the balancer, and an answer without them is what
     /// HAProxy or nginx send; turn them on to debug routing from the client side (the
     /// access log records the same two fields).

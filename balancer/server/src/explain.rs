@@ -59,7 +59,7 @@ fn why(e: &Explanation, ctx: &Context, homes: f64) -> String {
     let chosen = ctx.name(usize::from(d.replica));
     let top = e.top.map(|t| ctx.name(t)).unwrap_or_default();
     let seen = |r: usize| &e.replicas[r];
-    let backlog = |r: usize| seen(r).in_flight.map_or("?".to_owned(), |b| b.to_string());
+    let backlog = |r: usize| seen(r).backlog.map_or("?".to_owned(), |b| b.to_string());
     match d.reason {
         Reason::Vote if seen(usize::from(d.replica)).votes <= 0.0 => format!(
             "no term of the query is in the table: {chosen} has the largest stand-in vote (the \
@@ -149,7 +149,7 @@ pub fn to_json(query: &str, terms: &[String], e: &Explanation, ctx: &Context, ho
                 "stand_in_votes": r.stand_in,
                 "load": if r.load == u64::MAX { Value::Null } else { json!(r.load) },
                 "stalled": r.load == u64::MAX,
-                "in_flight": r.in_flight,
+                "backlog": r.backlog,
                 "under_cap": r.under_cap,
                 "home": r.home,
                 "shadow_miss_bytes": shadow(r.index),
@@ -196,8 +196,7 @@ pub fn to_json(query: &str, terms: &[String], e: &Explanation, ctx: &Context, ho
         "cap": e.cap,
         "top": e.top.map(|t| ctx.name(t)),
         "chosen": chosen.map(|c| ctx.name(c)),
-        "rule": if ctx.ramp.is_some_and(|(_, new)| !new) { Some("ramp") } else { rule },
-        "reason": rule,
+        "rule": rule,
         "why": why,
         "flash": flash,
     })
@@ -265,7 +264,7 @@ pub fn to_text(v: &Value) -> String {
             r["votes"].as_f64().unwrap_or(0.0),
             r["stand_in_votes"].as_f64().unwrap_or(0.0),
             load,
-            s(&r["in_flight"]),
+            s(&r["backlog"]),
             s(&r["under_cap"]),
             s(&r["home"]),
             s(&r["shadow_miss_bytes"])
@@ -368,7 +367,8 @@ pub async fn explain_query(
         state.cfg.config.eps,
         homes,
         &view,
-        &mut state.rng(),
+        // A draw of its own: asking routes nothing, so it leaves the routing seed alone.
+        &mut data::rng::Rng::new(hashes.first().copied().unwrap_or(1)),
     );
     let shadow_miss = app.proxy.shadow.as_ref().map(|shadow| {
         (0..table.replicas)

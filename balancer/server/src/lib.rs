@@ -99,6 +99,8 @@ pub struct App {
     pub admin_token: Option<admin::Token>,
     /// The status page's ten minutes of samples.
     pub status: status::history::History,
+    /// The login form's sessions.
+    pub sessions: status::login::Sessions,
 }
 
 impl App {
@@ -150,6 +152,7 @@ impl App {
             prom,
             admin_token,
             status: status::history::History::new(status::unix_now()),
+            sessions: status::login::Sessions::default(),
         }))
     }
 

@@ -34,7 +34,6 @@
 use std::borrow::Cow;
 use std::cell::{Cell, RefCell};
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -77,10 +76,11 @@ pub struct Proxy {
     /// Each answer's flash bytes, for the `work` load.
     work: WorkMeter,
     route_seconds: Histogram,
-    /// First attempts fed to the shadow caches: every [`ROUTE_SAMPLE`]th is priced on all.
-    shadow_sample: AtomicU32,
     sampled_chosen: Counter,
     sampled_round_robin: Counter,
+    /// `ballot_ramp_queries_total` for the old and the new table.
+    ramp_old: Counter,
+    ramp_new: Counter,
     retries: Counter,
     failures: Counter,
 }
@@ -127,6 +127,9 @@ thread_local! {
         RefCell::new((Tokens::new(), Vec::with_capacity(MAX_TERMS)));
     /// Routing decisions made on this thread: every [`ROUTE_SAMPLE`]th one is timed.
     static ROUTED: Cell<u32> = const { Cell::new(0) };
+    /// First attempts fed to the shadow caches on this thread: every [`ROUTE_SAMPLE`]th is
+    /// priced on every live replica's cache too.
+    static SHADOW_SAMPLED: Cell<u32> = const { Cell::new(0) };
 }
 
 /// Runs `f` on the hashed terms of `q` (this thread's buffers: no allocation).
@@ -191,9 +194,10 @@ impl Proxy {
             work: WorkMeter::new(state.cfg.config.work_source),
             state,
             route_seconds: metrics::histogram!(m::ROUTE_SECONDS),
-            shadow_sample: AtomicU32::new(0),
             sampled_chosen: metrics::counter!(m::SAMPLED_MISS_BYTES, "route" => "chosen"),
             sampled_round_robin: metrics::counter!(m::SAMPLED_MISS_BYTES, "route" => "round-robin"),
+            ramp_old: metrics::counter!(m::RAMP_QUERIES, "table" => "old"),
+            ramp_new: metrics::counter!(m::RAMP_QUERIES, "table" => "new"),
             retries: metrics::counter!(m::RETRIES),
             failures: metrics::counter!(m::UPSTREAM_FAILURES),
         })
@@ -250,12 +254,13 @@ impl Proxy {
             return None;
         };
         let sampled = first
-            && self
-                .shadow_sample
-                .fetch_add(1, Ordering::Relaxed)
-                .is_multiple_of(ROUTE_SAMPLE);
+            && SHADOW_SAMPLED.with(|n| {
+                let next = n.get().wrapping_add(1);
+                n.set(next);
+                next.is_multiple_of(ROUTE_SAMPLE)
+            });
         let missed = hashed(q, |query| {
-            if sampled {
+            let round_robin = sampled.then(|| {
                 let members = self.state.members.load();
                 let (mut sum, mut live) = (0u64, 0u64);
                 for (i, rep) in members.slots.iter().enumerate() {
@@ -266,11 +271,15 @@ impl Proxy {
                     sum += shadow.peek(i, rep, query.term_hashes);
                     live += 1;
                 }
-                let chosen = shadow.peek(choice.index, &choice.replica, query.term_hashes);
-                self.sampled_chosen.increment(chosen);
-                self.sampled_round_robin.increment(sum / live.max(1));
+                sum / live.max(1)
+            });
+            let missed = shadow.access(choice.index, &choice.replica, query.term_hashes);
+            if let Some(rr) = round_robin {
+                // The chosen replica's bytes are what feeding its cache just missed.
+                self.sampled_chosen.increment(missed);
+                self.sampled_round_robin.increment(rr);
             }
-            shadow.access(choice.index, &choice.replica, query.term_hashes)
+            missed
         });
         choice.replica.metrics.shadow_miss_bytes.increment(missed);
         Some(missed)
@@ -288,8 +297,11 @@ impl Proxy {
                 .at(ramp.progress())
                 .query_follows_new(query.term_hashes)
         });
-        let table = if new { "new" } else { "old" };
-        metrics::counter!(m::RAMP_QUERIES, "table" => table).increment(1);
+        if new {
+            self.ramp_new.increment(1);
+        } else {
+            self.ramp_old.increment(1);
+        }
     }
 
     /// Routes by `key` (skipping `exclude`) and takes a place on the chosen replica,

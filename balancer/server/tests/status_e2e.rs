@@ -171,7 +171,42 @@ fn the_status_page_shows_what_the_admin_api_and_the_metrics_say() {
         set.contains("HttpOnly") && set.contains("SameSite=Strict"),
         "{set}"
     );
+    assert!(set.contains("Max-Age="), "{set}");
     let cookie = set.split(';').next().unwrap().to_owned();
+    let hex_token: String = TOKEN.bytes().map(|b| format!("{b:02x}")).collect();
+    assert!(
+        !cookie.contains(&hex_token),
+        "the cookie holds a session, not the token"
+    );
+    // A forged session opens nothing; a wrong bearer token is refused even with the cookie.
+    let forged = format!("ballot_admin={}", "00".repeat(16));
+    let r = request(
+        b.admin_addr(),
+        "GET",
+        "/admin/status",
+        &[("Cookie", &forged)],
+        b"",
+    );
+    assert_eq!(
+        (r.status, r.header("location")),
+        (303, Some("/admin/login"))
+    );
+    let r = request(
+        b.admin_addr(),
+        "GET",
+        "/admin/table",
+        &[("Cookie", &forged)],
+        b"",
+    );
+    assert_eq!(r.status, 401);
+    let both = [
+        ("Cookie", cookie.as_str()),
+        ("Authorization", "Bearer wrong"),
+    ];
+    assert_eq!(
+        request(b.admin_addr(), "GET", "/admin/table", &both, b"").status,
+        401
+    );
     // The cookie opens the read-only views, never a change.
     let r = request(
         b.admin_addr(),
@@ -217,10 +252,27 @@ fn the_status_page_shows_what_the_admin_api_and_the_metrics_say() {
     assert_eq!(figure(&html, "b2-state"), "drained");
     assert_eq!(figure(&html, "b1-state"), "ejected");
     check_figures(&b, &html);
-    // Logging out clears the cookie.
-    let out = request(b.admin_addr(), "POST", "/admin/logout", &[], b"");
+    // Logging out ends the session and clears the cookie.
+    let out = request(
+        b.admin_addr(),
+        "POST",
+        "/admin/logout",
+        &[("Cookie", &cookie)],
+        b"",
+    );
     assert_eq!(out.status, 303);
     assert!(out.header("set-cookie").unwrap().contains("Max-Age=0"));
+    let r = request(
+        b.admin_addr(),
+        "GET",
+        "/admin/status",
+        &[("Cookie", &cookie)],
+        b"",
+    );
+    assert_eq!(
+        r.status, 303,
+        "the old cookie opens nothing after the logout"
+    );
 }
 
 #[test]

@@ -2,7 +2,7 @@
 //! policy routes each query, offline: each term's votes, the query's homes, the load view's
 //! numbers, and the replica chosen with the rule that chose it. The same computation and the
 //! same document as a running balancer's `GET /admin/explain` (`balancer_server::explain`),
-//! over a view given on the command line (idle unless `--loads` and `--in-flight` say
+//! over a view given on the command line (idle unless `--loads` and `--backlog` say
 //! otherwise) instead of the live one. Replicas are named `r0`, `r1`, ... in table order,
 //! as the demo and the examples name them.
 
@@ -42,7 +42,7 @@ pub struct ExplainArgs {
     /// Each replica's backlog (requests in flight and queued), comma-separated (default:
     /// all 0).
     #[arg(long, value_delimiter = ',')]
-    pub in_flight: Vec<u64>,
+    pub backlog: Vec<u64>,
     /// Replicas that are down (ejected or drained), by index, comma-separated.
     #[arg(long, value_delimiter = ',')]
     pub down: Vec<usize>,
@@ -89,7 +89,7 @@ pub fn run(args: &ExplainArgs) -> Result<()> {
     let votes = TableVotes::build(&table, replicas, Arc::new(term_bytes))
         .with_context(|| format!("{}: cannot compile the table", args.table.display()))?;
     let loads = per_replica("--loads", &args.loads, replicas, 0)?;
-    let backlog = per_replica("--in-flight", &args.in_flight, replicas, 0)?;
+    let backlog = per_replica("--backlog", &args.backlog, replicas, 0)?;
     let mut live = balancer::load::first_n_bits(replicas);
     for &d in &args.down {
         if d >= replicas {

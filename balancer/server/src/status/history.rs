@@ -69,7 +69,6 @@ impl Sample {
         let Some(name) = s.label("replica") else {
             return;
         };
-        let bucket = format!("{}_bucket", m::UPSTREAM_SECONDS);
         if s.name == m::REQUESTS {
             let reason = s.label("reason").unwrap_or("");
             if let Some(i) = RequestReason::ALL.iter().position(|r| r.name() == reason) {
@@ -80,7 +79,7 @@ impl Sample {
             self.replica(name).reported_miss += s.value;
         } else if s.name == m::SHADOW_MISS_BYTES {
             self.replica(name).shadow_miss += s.value;
-        } else if s.name == bucket {
+        } else if s.name.strip_suffix("_bucket") == Some(m::UPSTREAM_SECONDS) {
             let le = match s.label("le") {
                 Some("+Inf") => f64::INFINITY,
                 Some(v) => v.parse().unwrap_or(f64::NAN),

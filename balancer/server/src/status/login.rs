@@ -2,14 +2,21 @@
 //! /admin/login` with the right token sets the cookie [`COOKIE`] and sends the browser on to
 //! the status page, `POST /admin/logout` clears it.
 //!
-//! The cookie holds the token itself (hex-encoded, so any token fits a cookie value) with
-//! `HttpOnly` (no script reads it), `SameSite=Strict` (no other site's page sends it) and
-//! `Path=/admin`. The admin middleware accepts it for `GET` and `HEAD` only: the cookie
-//! opens the read-only views (status, explain, table, replicas), and every change still
-//! needs the `Authorization` header. The admin listener speaks plain HTTP, so the cookie
+//! The cookie holds a session id, 128 random bits from the kernel, not the token: the
+//! balancer keeps the ids it issued ([`Sessions`], at most [`MAX_SESSIONS`], each valid for
+//! [`SESSION_TTL`], forgotten at logout and at restart), so a stolen cookie opens only what
+//! the cookie opens and only until then. It is `HttpOnly` (no script reads it),
+//! `SameSite=Strict` (no other site's page sends it), `Path=/admin`, `Max-Age` the session's
+//! life. The admin middleware accepts it for `GET` and `HEAD` only: the read-only views
+//! (status, explain, table, replicas); every change still needs the `Authorization`
+//! header. A wrong token costs [`WRONG_TOKEN_DELAY`] before its answer, and the form's body
+//! is read up to [`MAX_FORM_BYTES`]. The admin listener speaks plain HTTP, so the cookie
 //! crosses the network as the header does: keep the listener on a private address.
 
-use std::sync::Arc;
+use std::collections::VecDeque;
+use std::io::Read;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use axum::extract::State as AxState;
 use axum::http::{header, HeaderMap, StatusCode};
@@ -22,9 +29,61 @@ use crate::App;
 
 /// The cookie's name.
 pub const COOKIE: &str = "ballot_admin";
+/// How long a session lasts.
+pub const SESSION_TTL: Duration = Duration::from_secs(12 * 3600);
+/// Sessions kept at once; a new login past it ends the oldest.
+pub const MAX_SESSIONS: usize = 64;
+/// The wait before the answer to a wrong token (guessing costs time).
+pub const WRONG_TOKEN_DELAY: Duration = Duration::from_millis(500);
+/// Largest login form body.
+pub const MAX_FORM_BYTES: usize = 4096;
 
-/// The token a request's [`COOKIE`] carries, decoded (`None`: no such cookie, or not hex).
-pub fn cookie_token(headers: &HeaderMap) -> Option<Vec<u8>> {
+/// The session ids issued by the login form, with when each ends.
+#[derive(Debug, Default)]
+pub struct Sessions {
+    live: Mutex<VecDeque<([u8; 16], Instant)>>,
+}
+
+impl Sessions {
+    /// A new session id (`None` when the kernel gives no random bytes).
+    fn open(&self) -> Option<[u8; 16]> {
+        let mut id = [0u8; 16];
+        std::fs::File::open("/dev/urandom")
+            .and_then(|mut f| f.read_exact(&mut id))
+            .ok()?;
+        let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        live.retain(|(_, until)| *until > now);
+        if live.len() >= MAX_SESSIONS {
+            live.pop_front();
+        }
+        live.push_back((id, now + SESSION_TTL));
+        Some(id)
+    }
+
+    /// Whether `id` is a session that has not ended. Compares every id in full.
+    pub fn is_open(&self, id: &[u8]) -> bool {
+        let live = self.live.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        let mut found = false;
+        for (open, until) in live.iter() {
+            let same = id.len() == open.len()
+                && open.iter().zip(id).fold(0u8, |d, (a, b)| d | (a ^ b)) == 0;
+            found |= same && *until > now;
+        }
+        found
+    }
+
+    /// Ends session `id`.
+    fn close(&self, id: &[u8]) {
+        let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
+        live.retain(|(open, _)| open[..] != *id);
+    }
+}
+
+/// The session id a request's [`COOKIE`] carries, decoded (`None`: no such cookie, or not
+/// hex).
+pub fn cookie_session(headers: &HeaderMap) -> Option<Vec<u8>> {
     headers
         .get_all(header::COOKIE)
         .iter()
@@ -99,11 +158,19 @@ pub async fn login(AxState(app): AxState<Arc<App>>, Form(form): Form<LoginForm>)
         );
     };
     if !token.matches(form.token.as_bytes()) {
+        tokio::time::sleep(WRONG_TOKEN_DELAY).await;
         return form_page(StatusCode::UNAUTHORIZED, "Wrong token: try again.");
     }
+    let Some(id) = app.sessions.open() else {
+        return form_page(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "No session could be opened (no random bytes from the kernel).",
+        );
+    };
     let cookie = format!(
-        "{COOKIE}={}; HttpOnly; SameSite=Strict; Path=/admin",
-        to_hex(form.token.as_bytes())
+        "{COOKIE}={}; HttpOnly; SameSite=Strict; Path=/admin; Max-Age={}",
+        to_hex(&id),
+        SESSION_TTL.as_secs()
     );
     (
         StatusCode::SEE_OTHER,
@@ -115,8 +182,11 @@ pub async fn login(AxState(app): AxState<Arc<App>>, Form(form): Form<LoginForm>)
         .into_response()
 }
 
-/// `POST /admin/logout`: clears the cookie.
-pub async fn logout() -> Response {
+/// `POST /admin/logout`: ends the session and clears the cookie.
+pub async fn logout(AxState(app): AxState<Arc<App>>, headers: HeaderMap) -> Response {
+    if let Some(id) = cookie_session(&headers) {
+        app.sessions.close(&id);
+    }
     (
         StatusCode::SEE_OTHER,
         [
@@ -136,14 +206,27 @@ mod tests {
     use axum::http::HeaderValue;
 
     #[test]
-    fn the_cookie_round_trips_any_token() {
-        let token = b"t0k en;=\"\xff";
+    fn sessions_open_check_and_close_and_the_cookie_round_trips() {
+        let s = Sessions::default();
+        let id = s.open().expect("random bytes");
+        assert!(s.is_open(&id));
+        let mut other = id;
+        other[0] ^= 1;
+        assert!(!s.is_open(&other) && !s.is_open(&id[..15]));
         let mut h = HeaderMap::new();
-        let v = format!("a=b; {COOKIE}={}; c=d", to_hex(token));
+        let v = format!("a=b; {COOKIE}={}; c=d", to_hex(&id));
         h.insert(header::COOKIE, HeaderValue::from_str(&v).unwrap());
-        assert_eq!(cookie_token(&h).as_deref(), Some(&token[..]));
+        assert_eq!(cookie_session(&h).as_deref(), Some(&id[..]));
+        s.close(&id);
+        assert!(!s.is_open(&id));
         h.insert(header::COOKIE, HeaderValue::from_static("ballot_admin=zz"));
-        assert_eq!(cookie_token(&h), None);
-        assert_eq!(cookie_token(&HeaderMap::new()), None);
+        assert_eq!(cookie_session(&h), None);
+        assert_eq!(cookie_session(&HeaderMap::new()), None);
+        // Past MAX_SESSIONS the oldest ends.
+        let first = s.open().unwrap();
+        for _ in 0..MAX_SESSIONS {
+            s.open().unwrap();
+        }
+        assert!(!s.is_open(&first));
     }
 }

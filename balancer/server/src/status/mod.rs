@@ -144,6 +144,29 @@ pub fn build_page(app: &App) -> Page {
     })
 }
 
+/// Each replica's flash share in every interval (shares computed once per interval).
+fn flash_series(
+    pairs: &[Interval<'_>],
+    now: &Sample,
+    replicas: &[ReplicaRow],
+) -> Vec<(String, Vec<(f64, f64)>)> {
+    let mut series: Vec<(String, Vec<(f64, f64)>)> = replicas
+        .iter()
+        .map(|r| (r.name.clone(), Vec::new()))
+        .collect();
+    for i in pairs {
+        let Some((shares, _)) = i.flash_shares() else {
+            continue;
+        };
+        for (name, share) in shares {
+            if let Some((_, pts)) = series.iter_mut().find(|(n, _)| *n == name) {
+                pts.push((now.at - i.to.at, share));
+            }
+        }
+    }
+    series
+}
+
 /// The ten-minute charts, one point per sampling interval.
 fn charts(
     samples: &std::collections::VecDeque<Sample>,
@@ -186,10 +209,7 @@ fn charts(
         Chart {
             title: "Share of the flash bytes, by replica".into(),
             unit: Unit::Share,
-            series: per_replica(&|i, n| {
-                i.flash_shares()
-                    .and_then(|(s, _)| s.into_iter().find(|(name, _)| name == n).map(|(_, v)| v))
-            }),
+            series: flash_series(&pairs, now, replicas),
             reference: Some((1.0 / live as f64, "an even share".into())),
         },
         Chart {
