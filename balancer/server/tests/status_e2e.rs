@@ -3,7 +3,8 @@
 //! way a browser reaches it (login form, cookie), and every figure it shows for the
 //! replicas and the table is checked against `/admin/replicas`, `/admin/table` and
 //! `/metrics`, through a drain and a replica's death. `/admin/explain` must name the replica
-//! the balancer then routes the query to, with the same rule.
+//! the balancer then routes the query to, with the same rule: on an idle balancer, and with
+//! a request held at one home so that the other takes the query by rule `home`.
 
 use std::path::Path;
 
@@ -50,11 +51,12 @@ fn policy(dir: &Path) -> String {
     )
 }
 
-fn start(backends: &[&Backend], load: &str) -> (Balancer, tempfile::TempDir) {
+/// A balancer over `backends` bounding `load`, with the `extra` top-level config lines.
+fn start(backends: &[&Backend], load: &str, extra: &str) -> (Balancer, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let mut s = format!(
         "listen = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"\nadmin_token = \"{TOKEN}\"\n\
-         load = \"{load}\"\nwork_source = \"header\"\nrouting_headers = true\n\
+         load = \"{load}\"\nwork_source = \"header\"\nrouting_headers = true\n{extra}\n\
          [health]\ninterval_ms = 100\ntimeout_ms = 300\nfall = 2\nrise = 2\n\n\
          [policy]\n{}\n[shadow]\ncache_bytes = 5000\neviction = \"lru\"\n",
         policy(dir.path())
@@ -154,7 +156,7 @@ fn the_status_page_shows_what_the_admin_api_and_the_metrics_say() {
     let b0 = reporting("b0", 3_000);
     let mut b1 = reporting("b1", 1_000);
     let b2 = reporting("b2", 0);
-    let (b, _dir) = start(&[&b0, &b1, &b2], "work");
+    let (b, _dir) = start(&[&b0, &b1, &b2], "work", "");
     // A browser without the cookie is sent to the form; a wrong token is refused.
     let r = request(b.admin_addr(), "GET", "/admin/status", &[], b"");
     assert_eq!(
@@ -279,7 +281,7 @@ fn the_status_page_shows_what_the_admin_api_and_the_metrics_say() {
 fn explain_names_the_replica_and_the_rule_the_balancer_then_uses() {
     let backends: Vec<Backend> = (0..3).map(|i| reporting(&format!("b{i}"), 500)).collect();
     let refs: Vec<&Backend> = backends.iter().collect();
-    let (b, _dir) = start(&refs, "in-flight");
+    let (b, _dir) = start(&refs, "in-flight", "");
     let queries = [
         "alpha",
         "beta",
@@ -345,4 +347,40 @@ fn explain_names_the_replica_and_the_rule_the_balancer_then_uses() {
     let text = b.admin("GET", "/admin/explain?q=hot&format=text", b"");
     assert!(text.text().contains("chosen: b"), "{}", text.text());
     assert!(b.metric("ballot_sampled_miss_bytes_total").unwrap() > 0.0);
+}
+
+#[test]
+fn explain_and_routing_agree_on_a_home_taken_by_backlog() {
+    let backends: Vec<Backend> = (0..3).map(|i| reporting(&format!("b{i}"), 500)).collect();
+    let refs: Vec<&Backend> = backends.iter().collect();
+    // A bound that does not bind (eps 10): only the homes' backlog moves the query.
+    let (b, _dir) = start(&refs, "in-flight", "eps = 10.0");
+    // One query for alpha (votes b0 only) held at b0: b0's backlog is 1.
+    backends[0].hold();
+    let addr = b.addr();
+    let held = std::thread::spawn(move || e2e::get(addr, "/search?q=alpha"));
+    backends[0].wait_held(1);
+    wait_until(LIMIT, "b0's backlog 1", || {
+        b.replica("b0")["in_flight"] == 1
+    });
+    // hot votes b0 and b1 alike: both are homes, and b1 has no backlog.
+    let e = b.admin("GET", "/admin/explain?q=hot", b"").json();
+    assert_eq!(
+        (e["chosen"].as_str(), e["rule"].as_str()),
+        (Some("b1"), Some("home")),
+        "{e}"
+    );
+    assert_eq!(e["top"], "b0", "{e}");
+    assert_eq!(e["replicas"][0]["backlog"], 1, "{e}");
+    let s = b.search("hot");
+    assert_eq!(
+        (s.header("x-ballot-replica"), s.header("x-ballot-reason")),
+        (Some("b1"), Some("home"))
+    );
+    assert_eq!(
+        b.series("ballot_requests_total", "replica=\"b1\",reason=\"home\""),
+        Some(1.0)
+    );
+    backends[0].release(1);
+    assert_eq!(held.join().unwrap().status, 200);
 }
