@@ -67,6 +67,8 @@ pub struct Slots {
     /// its backlog, and until when (milliseconds of `clock`) that counts.
     others: Box<[AtomicU64]>,
     others_until_ms: Box<[AtomicU64]>,
+    /// Slots (below 64) that ever reported others' requests: the ones the total sums.
+    reported: AtomicU64,
     /// How long a report counts (0: reports are not used).
     report_ms: u64,
     clock: std::time::Instant,
@@ -82,6 +84,7 @@ impl Slots {
             queued: AtomicU64::new(0),
             others: (0..replicas).map(|_| AtomicU64::new(0)).collect(),
             others_until_ms: (0..replicas).map(|_| AtomicU64::new(0)).collect(),
+            reported: AtomicU64::new(0),
             report_ms: 0,
             clock: std::time::Instant::now(),
         }
@@ -106,6 +109,9 @@ impl Slots {
         }
         let own = self.counts.count(slot) + self.queued(slot);
         self.others[slot].store(reported.saturating_sub(own), Ordering::Relaxed);
+        if slot < 64 {
+            self.reported.fetch_or(1 << slot, Ordering::Relaxed);
+        }
         self.others_until_ms[slot].store(self.now_ms() + self.report_ms, Ordering::Relaxed);
     }
 
@@ -151,9 +157,14 @@ impl Slots {
             return own;
         }
         let now = self.now_ms();
-        own + (0..self.others.len())
-            .map(|s| self.others_at(s, now))
-            .sum::<u64>()
+        let mut rest = self.reported.load(Ordering::Relaxed);
+        let mut others = 0;
+        while rest != 0 {
+            let s = rest.trailing_zeros() as usize;
+            rest &= rest - 1;
+            others += self.others_at(s, now);
+        }
+        own + others
     }
 
     fn guard(self: &Arc<Self>, slot: usize) -> InFlightGuard {

@@ -62,8 +62,10 @@ use crate::shadow::Shadow;
 use crate::state::State;
 use balancer::policy::TermBytes;
 
-/// Ticks of the 100 ms background ticker between two status samples.
-const SAMPLE_TICKS: u64 = status::history::SAMPLE_EVERY.as_millis() as u64 / 100;
+/// The background ticker's period.
+const TICK: Duration = Duration::from_millis(100);
+/// Ticks between two status samples.
+const SAMPLE_TICKS: u64 = (status::history::SAMPLE_EVERY.as_millis() / TICK.as_millis()) as u64;
 
 /// Why the balancer could not start.
 #[derive(Debug, thiserror::Error)]
@@ -165,7 +167,7 @@ impl App {
         }
         let app = Arc::clone(self);
         tokio::spawn(async move {
-            let mut tick = tokio::time::interval(Duration::from_millis(100));
+            let mut tick = tokio::time::interval(TICK);
             let mut n = 0u64;
             loop {
                 tick.tick().await;

@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 use data::table::VotingTable;
 
@@ -110,10 +110,7 @@ pub async fn check(state: Arc<State>, source: Source) -> Result<Checked, ReloadE
 pub fn record_load(version: u64, load_seconds: f64) {
     metrics::gauge!(m::TABLE_VERSION).set(version as f64);
     metrics::gauge!(m::TABLE_LOAD_SECONDS).set(load_seconds);
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64());
-    metrics::gauge!(m::TABLE_LOADED_AT).set(now);
+    metrics::gauge!(m::TABLE_LOADED_AT).set(crate::status::unix_now());
 }
 
 /// Loads a table and swaps it in, or rejects it and keeps the old one.

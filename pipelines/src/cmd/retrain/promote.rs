@@ -87,10 +87,7 @@ fn call(
         if final_answer || attempt == retry.attempts.max(1) {
             return (last, attempt);
         }
-        let why = match &last {
-            Ok((s, body)) => format!("HTTP {s}: {}", String::from_utf8_lossy(body).trim()),
-            Err(e) => e.clone(),
-        };
+        let why = describe(&last);
         eprintln!(
             "{method} {path} on {b}: attempt {attempt} failed ({why}); retrying in {backoff:.1}s"
         );
@@ -100,53 +97,40 @@ fn call(
     (last, retry.attempts)
 }
 
-/// The step of an answer: ok on 200, the JSON field `key` of the body read by `read`.
+/// What a failed answer says: its status and body, or the transport error.
+fn describe(answer: &Answer) -> String {
+    match answer {
+        Ok((status, body)) => format!("HTTP {status}: {}", String::from_utf8_lossy(body).trim()),
+        Err(e) => e.clone(),
+    }
+}
+
+/// The step of an answer: ok on 200, with the version and content hash `read` finds in its
+/// JSON body, and the body itself.
 fn step(
     b: &str,
     (answer, attempts): (Answer, u32),
     read: impl Fn(&serde_json::Value) -> (Option<u64>, Option<String>),
 ) -> (Step, Option<Vec<u8>>) {
+    let mut step = Step {
+        balancer: b.to_owned(),
+        ok: false,
+        attempts,
+        version: None,
+        content_hash: None,
+        error: None,
+    };
     match answer {
         Ok((200, body)) => {
             let json = serde_json::from_slice::<serde_json::Value>(&body).unwrap_or_default();
-            let (version, content_hash) = read(&json);
-            (
-                Step {
-                    balancer: b.to_owned(),
-                    ok: true,
-                    attempts,
-                    version,
-                    content_hash,
-                    error: None,
-                },
-                Some(body),
-            )
+            (step.version, step.content_hash) = read(&json);
+            step.ok = true;
+            (step, Some(body))
         }
-        Ok((status, body)) => (
-            Step {
-                balancer: b.to_owned(),
-                ok: false,
-                attempts,
-                version: None,
-                content_hash: None,
-                error: Some(format!(
-                    "HTTP {status}: {}",
-                    String::from_utf8_lossy(&body).trim()
-                )),
-            },
-            None,
-        ),
-        Err(e) => (
-            Step {
-                balancer: b.to_owned(),
-                ok: false,
-                attempts,
-                version: None,
-                content_hash: None,
-                error: Some(e),
-            },
-            None,
-        ),
+        failed => {
+            step.error = Some(describe(&failed));
+            (step, None)
+        }
     }
 }
 
