@@ -18,6 +18,9 @@ use std::borrow::Cow;
 /// Longest accepted `q`, in bytes after decoding: the one limit of both servers (the
 /// balancer's `max_query_bytes` may lower it, not raise it).
 pub const MAX_QUERY_BYTES: usize = 4096;
+/// The answers a search returns when its `k` parameter is absent (the replica's default,
+/// and the sharded balancer's when it merges).
+pub const DEFAULT_K: usize = 10;
 
 /// The response header in which a replica reports the flash bytes a search read there, and
 /// from which the balancer's `work` load counts them.

@@ -55,8 +55,9 @@ enum Command {
     Gen(cmd::data_cmds::GenArgs),
     /// Write the postings size (bytes) of every term of a log.
     Sizes(cmd::data_cmds::SizesArgs),
-    /// Build a replica's on-flash index (postings, term directory, manifest, sizes).
-    BuildIndex(cmd::build_index::BuildIndexArgs),
+    /// Build a replica's on-flash index (postings, term directory, manifest, sizes), or with
+    /// --shards one per document shard.
+    BuildIndex(cmd::build_index::BuildIndexCli),
     /// Print a log's headline statistics.
     Stats(cmd::data_cmds::StatsArgs),
     /// Simulate every routing policy's cache misses and load balance on a log (or, with
@@ -165,7 +166,7 @@ fn main() -> ExitCode {
         Command::Ingest(a) => cmd::data_cmds::ingest(a),
         Command::Gen(a) => cmd::data_cmds::gen(a),
         Command::Sizes(a) => cmd::data_cmds::sizes(a),
-        Command::BuildIndex(a) => cmd::build_index::run(a),
+        Command::BuildIndex(a) => cmd::build_index::run_cli(a),
         Command::Stats(a) => cmd::data_cmds::stats(a),
         Command::Eval(a) => a.run(),
         Command::Demo(a) => cmd::demo::run(a),

@@ -173,7 +173,7 @@ struct SearchResponse<'a> {
 fn parse_params(raw: Option<&str>) -> Result<(String, usize), String> {
     let q = data::query::extract_q(raw, MAX_QUERY_BYTES).map_err(|e| e.to_string())?;
     let Some(k) = data::query::params(raw.unwrap_or("")).find(|p| p.key == "k") else {
-        return Ok((q, 10));
+        return Ok((q, data::query::DEFAULT_K));
     };
     let bad = || {
         let shown: String = k.raw.chars().take(24).collect();

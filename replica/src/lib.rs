@@ -20,5 +20,5 @@ pub mod query;
 pub mod store;
 pub mod varint;
 
-pub use index::build::{build_index, doc_ids, BuildSummary};
-pub use index::format::IndexError;
+pub use index::build::{build_index, build_shards, doc_ids, shard_dir, BuildSummary};
+pub use index::format::{IndexError, Shard};

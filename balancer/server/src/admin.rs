@@ -198,28 +198,36 @@ pub async fn method_not_allowed() -> Response {
 }
 
 async fn metrics(AxState(app): AxState<Arc<App>>) -> Response {
-    metrics::gauge!(m::QUEUED).set(app.state.slots.queued_total() as f64);
-    for (i, rep) in app.state.members.load().slots.iter().enumerate() {
-        let Some(rep) = rep else { continue };
-        let in_flight = app.state.slots.counts.count(i) as f64;
-        metrics::gauge!(m::IN_FLIGHT, "replica" => rep.name.clone()).set(in_flight);
-        let queued = app.state.slots.queued(i) as f64;
-        metrics::gauge!(m::REPLICA_QUEUED, "replica" => rep.name.clone()).set(queued);
-        if let Some(shadow) = &app.proxy.shadow {
-            let cached = shadow.cached_bytes(i) as f64;
-            metrics::gauge!(m::SHADOW_CACHED_BYTES, "replica" => rep.name.clone()).set(cached);
+    let queued: u64 = app.proxies().map(|p| p.state.slots.queued_total()).sum();
+    metrics::gauge!(m::QUEUED).set(queued as f64);
+    for proxy in app.proxies() {
+        let state = &proxy.state;
+        for (i, rep) in state.members.load().slots.iter().enumerate() {
+            let Some(rep) = rep else { continue };
+            let in_flight = state.slots.counts.count(i) as f64;
+            metrics::gauge!(m::IN_FLIGHT, "replica" => rep.name.clone()).set(in_flight);
+            let queued = state.slots.queued(i) as f64;
+            metrics::gauge!(m::REPLICA_QUEUED, "replica" => rep.name.clone()).set(queued);
+            if let Some(shadow) = &proxy.shadow {
+                let cached = shadow.cached_bytes(i) as f64;
+                metrics::gauge!(m::SHADOW_CACHED_BYTES, "replica" => rep.name.clone()).set(cached);
+            }
+            let up = rep.is_healthy() && !rep.is_drained();
+            metrics::gauge!(m::REPLICA_UP, "replica" => rep.name.clone()).set(if up {
+                1.0
+            } else {
+                0.0
+            });
         }
-        let up = rep.is_healthy() && !rep.is_drained();
-        metrics::gauge!(m::REPLICA_UP, "replica" => rep.name.clone()).set(if up {
-            1.0
-        } else {
-            0.0
-        });
+        state.tick();
     }
-    if let Some(shadow) = &app.proxy.shadow {
-        metrics::gauge!(m::SHADOW_MEMORY_BYTES).set(shadow.memory_bytes() as f64);
+    let shadow_bytes: Option<u64> = app
+        .proxies()
+        .filter_map(|p| p.shadow.as_ref().map(|s| s.memory_bytes()))
+        .reduce(|a, b| a + b);
+    if let Some(bytes) = shadow_bytes {
+        metrics::gauge!(m::SHADOW_MEMORY_BYTES).set(bytes as f64);
     }
-    app.state.tick();
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         app.prom.render(),
@@ -395,7 +403,43 @@ async fn post_table(
             Err(e) => json_error(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()),
         };
     }
-    match reload(Arc::clone(&app.state), source).await {
+    if app.fanout.as_ref().is_some_and(|_| {
+        app.state
+            .cfg
+            .config
+            .shards
+            .iter()
+            .any(|s| !s.tables.is_empty())
+    }) {
+        return json_error(
+            StatusCode::CONFLICT,
+            "each shard reads its own table ([shards] tables): replace the files and send \
+             SIGHUP",
+        );
+    }
+    let (source, others) = match source {
+        // The other shards take the same table: each compiles its own copy.
+        Source::Bytes(b) => {
+            let others: Vec<Source> = app
+                .fanout
+                .iter()
+                .flat_map(|f| f.others.iter())
+                .map(|_| Source::Bytes(b.clone()))
+                .collect();
+            (Source::Bytes(b), others)
+        }
+        path => (path, Vec::new()),
+    };
+    let first = reload(Arc::clone(&app.state), source).await;
+    if first.is_ok() {
+        let shards = app.fanout.iter().flat_map(|f| f.others.iter());
+        for (proxy, source) in shards.zip(others) {
+            if let Err(e) = reload(Arc::clone(&proxy.state), source).await {
+                tracing::error!("a shard refused the table shard 0 took: {e}");
+            }
+        }
+    }
+    match first {
         Ok(loaded) => Json(json!({ "loaded": loaded, "table": table_json(&app) })).into_response(),
         Err(e @ ReloadError::NoTable(_)) => json_error(StatusCode::CONFLICT, e.to_string()),
         // The same answer as a missing file: the API tells nothing about what a path holds.
@@ -411,28 +455,30 @@ async fn post_table(
 
 async fn list_replicas(AxState(app): AxState<Arc<App>>) -> Response {
     let members = app.state.members.load();
-    let list: Vec<_> = members
-        .slots
-        .iter()
-        .enumerate()
-        .filter_map(|(i, s)| s.as_ref().map(|r| (i, r)))
-        .map(|(i, r)| {
-            json!({
+    let mut list = Vec::new();
+    for (shard, proxy) in app.proxies().enumerate() {
+        let state = &proxy.state;
+        let members = state.members.load();
+        let present = members.slots.iter().enumerate();
+        for (i, r) in present.filter_map(|(i, s)| s.as_ref().map(|r| (i, r))) {
+            list.push(json!({
                 "index": i,
+                "shard": shard,
                 "name": r.name,
                 "address": r.address,
                 "healthy": r.is_healthy(),
                 "drained": r.is_drained(),
                 "checks": r.checks(),
                 "health_changed_at_check": r.health_changed_at_check(),
-                "in_flight": app.state.slots.counts.count(i),
-                "queued": app.state.slots.queued(i),
-                "others_backlog": app.state.slots.others(i),
-                "shadow_cached_bytes": app.proxy.shadow.as_ref().map(|s| s.cached_bytes(i)),
-            })
-        })
-        .collect();
+                "in_flight": state.slots.counts.count(i),
+                "queued": state.slots.queued(i),
+                "others_backlog": state.slots.others(i),
+                "shadow_cached_bytes": proxy.shadow.as_ref().map(|s| s.cached_bytes(i)),
+            }));
+        }
+    }
     Json(json!({
+        "shards": app.fanout.as_ref().map_or(1, |f| f.count()),
         "slots": members.slots.len(),
         "replicas": list,
         "load": app.state.cfg.load.name(),
@@ -463,6 +509,12 @@ async fn add_replica(AxState(app): AxState<Arc<App>>, headers: HeaderMap, body: 
             )
         }
     };
+    if app.fanout.is_some() {
+        return json_error(
+            StatusCode::CONFLICT,
+            "a sharded balancer's replicas and shards are set in its config file",
+        );
+    }
     match app.state.add_replica(&new.name, &new.address) {
         Ok(index) => {
             if let Some((_, rep)) = app.state.members.load().find(&new.name) {
@@ -482,6 +534,12 @@ async fn remove_replica(
     AxState(app): AxState<Arc<App>>,
     UrlPath(name): UrlPath<String>,
 ) -> Response {
+    if app.fanout.is_some() {
+        return json_error(
+            StatusCode::CONFLICT,
+            "a sharded balancer's replicas and shards are set in its config file",
+        );
+    }
     match app.state.remove_replica(&name) {
         Ok(rep) => {
             metrics::gauge!(m::IN_FLIGHT, "replica" => rep.name.clone()).set(0.0);
@@ -493,13 +551,14 @@ async fn remove_replica(
 }
 
 fn set_drained(app: &App, name: &str, drained: bool) -> Response {
-    match app.state.members.load().find(name) {
-        Some((index, rep)) => {
+    for proxy in app.proxies() {
+        if let Some((index, rep)) = proxy.state.members.load().find(name) {
             rep.set_drained(drained);
-            Json(json!({ "name": name, "index": index, "drained": drained })).into_response()
+            return Json(json!({ "name": name, "index": index, "drained": drained }))
+                .into_response();
         }
-        None => json_error(StatusCode::NOT_FOUND, format!("no replica named `{name}`")),
     }
+    json_error(StatusCode::NOT_FOUND, format!("no replica named `{name}`"))
 }
 
 async fn drain(AxState(app): AxState<Arc<App>>, UrlPath(name): UrlPath<String>) -> Response {

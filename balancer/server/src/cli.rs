@@ -146,13 +146,17 @@ async fn run(cfg: crate::config::Validated, workers: usize) -> anyhow::Result<()
     let hup_app = Arc::clone(&app);
     tokio::spawn(async move {
         while hup.recv().await.is_some() {
-            match &table_path {
-                Some(p) => {
+            if table_path.is_none() {
+                tracing::info!("SIGHUP ignored: no voting table configured");
+                continue;
+            }
+            // Every shard re-reads its own table (the same file without `[shards] tables`).
+            for proxy in hup_app.proxies() {
+                if let Some(p) = &proxy.state.cfg.config.policy.table {
                     tracing::info!("SIGHUP: re-reading {}", p.display());
                     // Errors are logged and counted by `reload`.
-                    let _ = reload(Arc::clone(&hup_app.state), Source::Path(p.clone())).await;
+                    let _ = reload(Arc::clone(&proxy.state), Source::Path(p.clone())).await;
                 }
-                None => tracing::info!("SIGHUP ignored: no voting table configured"),
             }
         }
     });

@@ -201,7 +201,8 @@ fn work_source<'de, D: serde::Deserializer<'de>>(d: D) -> Result<WorkSource, D::
         .map_err(|e: balancer::load::UnknownWorkSource| serde::de::Error::custom(e.to_string()))
 }
 
-/// One replica: its index in the voting table is its position in the list.
+/// One replica: its index in the voting table is its position in the list (among the
+/// replicas of its shard, with `[shards]`).
 #[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct ReplicaConfig {
@@ -209,6 +210,52 @@ pub struct ReplicaConfig {
     pub name: String,
     /// `host:port` of its HTTP server.
     pub address: String,
+    /// The shard of a document-partitioned index this replica serves (`[shards]`).
+    #[serde(default)]
+    pub shard: usize,
+}
+
+/// How a sharded balancer routes in its shards ([`crate::shards`]).
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum ShardRoute {
+    /// One decision, in shard 0, picks the replica column every shard's part of the query
+    /// goes to (the table's vote for every shard); a shard whose replica of that column is
+    /// not live routes its part itself.
+    #[default]
+    SameColumn,
+    /// Each shard routes its part of the query with its own policy, load and table (with
+    /// `tables`, a table of its own).
+    PerShard,
+}
+
+/// What a query gets when a shard has no replica left to answer it.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum MissingShard {
+    /// An error (502, naming the shards that failed).
+    #[default]
+    Error,
+    /// The answers of the other shards, merged, flagged `"partial": true`.
+    Partial,
+}
+
+/// The `[shards]` section: a document-partitioned index of S shards, each served by the
+/// replicas with that `shard`; a query fans out to one replica of every shard and the
+/// answers are merged ([`crate::shards`]).
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct ShardsConfig {
+    /// How each shard's replica is picked.
+    #[serde(default)]
+    pub route: ShardRoute,
+    /// A shard with no replica left: error or partial answer.
+    #[serde(default)]
+    pub missing: MissingShard,
+    /// Policy `table` with `route = "per-shard"`: one voting table per shard, in shard
+    /// order (relative to this file); without it every shard reads `[policy] table`.
+    #[serde(default)]
+    pub tables: Vec<PathBuf>,
 }
 
 /// Reads `load`: `auto` (`None`) or a [`LoadKind`] name.
@@ -384,6 +431,9 @@ pub struct Config {
     pub policy: PolicyConfig,
     /// Replicas, in table-index order.
     pub replicas: Vec<ReplicaConfig>,
+    /// A sharded backend (`None`: one shard).
+    #[serde(default)]
+    pub shards: Option<ShardsConfig>,
 }
 
 fn default_interval_ms() -> u64 {
@@ -502,6 +552,26 @@ impl Validated {
         Duration::from_millis(self.config.queue_timeout_ms)
     }
 
+    /// Shards of the backend (1 without `[shards]`).
+    pub fn shard_count(&self) -> usize {
+        self.config
+            .replicas
+            .iter()
+            .map(|r| r.shard + 1)
+            .max()
+            .unwrap_or(1)
+    }
+
+    /// The config of shard `s` alone: its replicas, in order, and its table.
+    pub fn shard(&self, s: usize) -> Validated {
+        let mut v = self.clone();
+        v.config.replicas.retain(|r| r.shard == s);
+        if let Some(t) = self.config.shards.as_ref().and_then(|sh| sh.tables.get(s)) {
+            v.config.policy.table = Some(t.clone());
+        }
+        v
+    }
+
     /// The whole client request.
     pub fn deadline(&self) -> Duration {
         Duration::from_millis(self.config.deadline_ms.unwrap_or_else(|| {
@@ -566,9 +636,10 @@ impl Config {
             .name
             .parse()
             .map_err(|e: balancer::policy::ParsePolicyKindError| invalid(format!("policy: {e}")))?;
-        if config.replicas.is_empty() || config.replicas.len() > MAX_REPLICAS {
+        let shards = check_shards(&config, policy).map_err(invalid)?;
+        if config.replicas.len() / shards > MAX_REPLICAS || config.replicas.is_empty() {
             return Err(invalid(format!(
-                "replicas: need 1 to {MAX_REPLICAS}, got {}",
+                "replicas: need 1 to {MAX_REPLICAS} (per shard), got {}",
                 config.replicas.len()
             )));
         }
@@ -722,6 +793,11 @@ impl Config {
         resolve(&mut config.policy.table);
         resolve(&mut config.policy.sizes);
         resolve(&mut config.tables_dir);
+        for t in config.shards.iter_mut().flat_map(|s| s.tables.iter_mut()) {
+            if t.is_relative() {
+                *t = base.join(&*t);
+            }
+        }
         let admin_token = match (&config.admin_token, &config.admin_token_env) {
             (Some(_), Some(_)) => {
                 return Err(invalid(
@@ -790,6 +866,80 @@ impl Config {
     }
 }
 
+/// The most shards a balancer fans out to.
+pub const MAX_SHARDS: usize = 64;
+
+/// Checks `[shards]` against the replicas and the policy; returns the number of shards
+/// (1 without `[shards]`).
+fn check_shards(config: &Config, policy: PolicyKind) -> Result<usize, String> {
+    let count = config
+        .replicas
+        .iter()
+        .map(|r| r.shard + 1)
+        .max()
+        .unwrap_or(1);
+    let Some(sh) = &config.shards else {
+        return match config.replicas.iter().position(|r| r.shard > 0) {
+            Some(i) => Err(format!(
+                "replicas[{i}]: shard = {} needs a [shards] section",
+                config.replicas[i].shard
+            )),
+            None => Ok(1),
+        };
+    };
+    if count > MAX_SHARDS {
+        return Err(format!("shards: at most {MAX_SHARDS}, got {count}"));
+    }
+    let per_shard = |s: usize| config.replicas.iter().filter(|r| r.shard == s).count();
+    let columns = per_shard(0);
+    for s in 0..count {
+        let n = per_shard(s);
+        if n == 0 {
+            return Err(format!(
+                "shards: shard {s} has no replica (shards are numbered 0 to {})",
+                count - 1
+            ));
+        }
+        if n != columns {
+            return Err(format!(
+                "shards: every shard needs as many replicas as the others (a voting table's \
+                 columns): shard 0 has {columns}, shard {s} has {n}"
+            ));
+        }
+    }
+    if !sh.tables.is_empty() {
+        if !policy.needs_table() {
+            return Err(format!(
+                "shards.tables is only read by policy `table`, not `{policy}`"
+            ));
+        }
+        if sh.route != ShardRoute::PerShard {
+            return Err("shards.tables needs route = \"per-shard\"".into());
+        }
+        if sh.tables.len() != count {
+            return Err(format!(
+                "shards.tables: one table per shard, {count} shards, got {} tables",
+                sh.tables.len()
+            ));
+        }
+    }
+    // The answers are merged as the ballot replica writes them.
+    if let Some(i) = config
+        .routes
+        .iter()
+        .position(|r| r.preset.as_deref() != Some("ballot"))
+    {
+        return Err(format!(
+            "routes[{i}]: a sharded balancer merges ballot replicas' answers; its routes \
+             must be the `ballot` preset"
+        ));
+    }
+    if config.fallback != "refuse" {
+        return Err("a sharded balancer routes searches only: fallback must be \"refuse\"".into());
+    }
+    Ok(count)
+}
+
 /// True when `s` is an absolute request path (an optional query included) that an HTTP
 /// request line can carry: `[health] path` and `ballot replay --search-path` are checked by
 /// it.
@@ -826,6 +976,115 @@ address = "127.0.0.1:9000"
             let err = with(bad).unwrap_err().to_string();
             assert!(err.contains("health: path"), "{bad:?}: {err}");
         }
+    }
+
+    /// Replicas `(name, shard)` after a `[policy]` of `policy` and `shards` as written.
+    fn sharded(policy: &str, shards: &str, replicas: &[(&str, usize)]) -> String {
+        let mut t = format!("listen = \"127.0.0.1:0\"\n[policy]\n{policy}\n{shards}\n");
+        for (i, (name, shard)) in replicas.iter().enumerate() {
+            t += &format!(
+                "[[replicas]]\nname = \"{name}\"\naddress = \"127.0.0.1:{}\"\nshard = {shard}\n",
+                9000 + i
+            );
+        }
+        t
+    }
+
+    #[test]
+    fn shards_split_the_replicas_and_are_checked() {
+        let four = [("a", 0), ("b", 0), ("c", 1), ("d", 1)];
+        let v = parse(&sharded("name = \"ch-bl\"", "[shards]", &four)).expect("valid");
+        assert_eq!(v.shard_count(), 2);
+        let s1 = v.shard(1);
+        let names: Vec<&str> = s1.config.replicas.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(names, ["c", "d"]);
+        let sh = v.config.shards.as_ref().unwrap();
+        assert_eq!(
+            (sh.route, sh.missing),
+            (ShardRoute::SameColumn, MissingShard::Error)
+        );
+        // Per-shard tables, resolved against the file's directory, each shard its own.
+        let tables = "[shards]\nroute = \"per-shard\"\nmissing = \"partial\"\n\
+                      tables = [\"t0.parquet\", \"/abs/t1.parquet\"]";
+        let v = parse(&sharded(
+            "name = \"table\"\ntable = \"t.parquet\"",
+            tables,
+            &four,
+        ))
+        .expect("valid");
+        assert_eq!(
+            v.shard(0).config.policy.table,
+            Some("/etc/b/t0.parquet".into())
+        );
+        assert_eq!(
+            v.shard(1).config.policy.table,
+            Some("/abs/t1.parquet".into())
+        );
+        assert_eq!(v.config.shards.unwrap().missing, MissingShard::Partial);
+        for (policy, shards, replicas, expect) in [
+            (
+                "name = \"ch-bl\"",
+                "",
+                &four[..],
+                "shard = 1 needs a [shards] section",
+            ),
+            (
+                "name = \"ch-bl\"",
+                "[shards]",
+                &[("a", 0), ("b", 2)][..],
+                "shard 1 has no replica",
+            ),
+            (
+                "name = \"ch-bl\"",
+                "[shards]",
+                &four[..3],
+                "shard 0 has 2, shard 1 has 1",
+            ),
+            (
+                "name = \"ch-bl\"",
+                "[shards]\ntables = [\"x\"]",
+                &four[..],
+                "only read by policy `table`",
+            ),
+            (
+                "name = \"table\"\ntable = \"t\"",
+                "[shards]\ntables = [\"x\", \"y\"]",
+                &four[..],
+                "route = \"per-shard\"",
+            ),
+            (
+                "name = \"table\"\ntable = \"t\"",
+                "[shards]\nroute = \"per-shard\"\ntables = [\"x\"]",
+                &four[..],
+                "2 shards, got 1 tables",
+            ),
+            (
+                "name = \"ch-bl\"",
+                "fallback = \"random\"\n[shards]",
+                &four[..],
+                "fallback must be",
+            ),
+            (
+                "name = \"ch-bl\"",
+                "[shards]\nmissing = \"maybe\"",
+                &four[..],
+                "unknown variant",
+            ),
+        ] {
+            let text = if let Some(rest) = shards.strip_prefix("fallback = \"random\"\n") {
+                format!("fallback = \"random\"\n{}", sharded(policy, rest, replicas))
+            } else {
+                sharded(policy, shards, replicas)
+            };
+            let err = parse(&text).unwrap_err().to_string();
+            assert!(err.contains(expect), "{shards:?}: {err}");
+        }
+        let routes = "[shards]\n[[routes]]\npreset = \"solr\"";
+        let err = parse(&sharded("name = \"ch-bl\"", routes, &four)).unwrap_err();
+        assert!(
+            err.to_string().contains("must be the `ballot` preset"),
+            "{err}"
+        );
     }
 
     #[test]

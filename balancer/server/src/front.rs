@@ -51,7 +51,12 @@ impl hyper::service::Service<Request<Incoming>> for Front {
         let route = routes.find(req.method(), path);
         let app = Arc::clone(&self.app);
         let peer = self.peer.ip();
-        Box::pin(async move { Ok(app.proxy.search(req, route, peer).await) })
+        Box::pin(async move {
+            Ok(match &app.fanout {
+                Some(fanout) => fanout.search(&app.proxy, req, route, peer).await,
+                None => app.proxy.search(req, route, peer).await,
+            })
+        })
     }
 }
 

@@ -22,6 +22,8 @@
 //! * [`health`]: active checks. [`reload`]: table reload. [`admin`]: the admin API.
 //!   [`tables`]: the files a path reload may read. [`status`]: the status page.
 //!   [`explain`]: a query's routing explained.
+//! * [`shards`]: a sharded backend: each query fans out to one replica of every shard, and
+//!   the answers are merged.
 //! * [`metrics`]: metric names and the recorder.
 //! * [`cli`]: the command line, run by the `balancer` binary and by `ballot balancer`.
 
@@ -42,6 +44,7 @@ pub mod reload;
 pub mod replicas;
 pub mod routes;
 pub mod shadow;
+pub mod shards;
 pub mod state;
 pub mod status;
 pub mod tables;
@@ -91,10 +94,12 @@ pub enum StartError {
 
 /// Everything the handlers share.
 pub struct App {
-    /// Routing state.
+    /// Routing state (shard 0's, with `[shards]`).
     pub state: Arc<State>,
-    /// The proxy.
+    /// The proxy (shard 0's, with `[shards]`).
     pub proxy: Proxy,
+    /// With `[shards]`: the fan-out over every shard.
+    pub fanout: Option<shards::Fanout>,
     /// The metrics recorder.
     pub prom: PrometheusHandle,
     /// The admin token, ready for a constant-time comparison (`None`: admin API off).
@@ -105,32 +110,49 @@ pub struct App {
     pub sessions: status::login::Sessions,
 }
 
+/// Builds one shard's proxy (the only one without `[shards]`): its sizes, shadow caches,
+/// table and state.
+fn build_proxy(cfg: Validated) -> Result<Proxy, StartError> {
+    let mut term_bytes = TermBytes::default();
+    let mut shadow = None;
+    if let Some(p) = &cfg.config.policy.sizes {
+        let sizes = data::sizes::SizeTable::read_parquet(p)?;
+        for (term, bytes) in sizes.sorted() {
+            term_bytes.insert(data::hash::term_hash(term), bytes);
+        }
+        if let (Some(sh), Some(eviction)) = (&cfg.config.shadow, cfg.shadow_eviction) {
+            let default_bytes = term_bytes.default_bytes();
+            shadow = Some(Shadow::new(&sizes, default_bytes, sh.cache_bytes, eviction));
+        }
+    }
+    let table = match (&cfg.config.policy.table, cfg.policy.needs_table()) {
+        (Some(p), true) => {
+            let start = std::time::Instant::now();
+            let expected = u16::try_from(cfg.config.replicas.len()).ok();
+            let t = data::table::VotingTable::read_parquet(p, expected)?;
+            reload::record_load(1, start.elapsed().as_secs_f64());
+            Some(t)
+        }
+        _ => None,
+    };
+    let path = cfg.path.clone();
+    let state = State::new(cfg, Arc::new(term_bytes), table.as_ref()).map_err(|source| {
+        StartError::Policy {
+            path: path.clone(),
+            source,
+        }
+    })?;
+    Proxy::new(Arc::new(state), shadow).map_err(|e| StartError::Policy {
+        path,
+        source: e.into(),
+    })
+}
+
 impl App {
-    /// Loads the sizes and the table named by `cfg` and builds the state.
+    /// Loads the sizes and the table named by `cfg` and builds the state (one per shard
+    /// with `[shards]`).
     pub fn build(cfg: Validated) -> Result<Arc<App>, StartError> {
         let prom = metrics::install();
-        let mut term_bytes = TermBytes::default();
-        let mut shadow = None;
-        if let Some(p) = &cfg.config.policy.sizes {
-            let sizes = data::sizes::SizeTable::read_parquet(p)?;
-            for (term, bytes) in sizes.sorted() {
-                term_bytes.insert(data::hash::term_hash(term), bytes);
-            }
-            if let (Some(sh), Some(eviction)) = (&cfg.config.shadow, cfg.shadow_eviction) {
-                let default_bytes = term_bytes.default_bytes();
-                shadow = Some(Shadow::new(&sizes, default_bytes, sh.cache_bytes, eviction));
-            }
-        }
-        let table = match (&cfg.config.policy.table, cfg.policy.needs_table()) {
-            (Some(p), true) => {
-                let start = std::time::Instant::now();
-                let expected = u16::try_from(cfg.config.replicas.len()).ok();
-                let t = data::table::VotingTable::read_parquet(p, expected)?;
-                reload::record_load(1, start.elapsed().as_secs_f64());
-                Some(t)
-            }
-            _ => None,
-        };
         let path = cfg.path.clone();
         let admin_token = match cfg.admin_token.as_deref() {
             Some(t) => {
@@ -138,19 +160,25 @@ impl App {
             }
             None => None,
         };
-        let state = State::new(cfg, Arc::new(term_bytes), table.as_ref())
-            .map_err(|source| StartError::Policy { path, source })?;
-        let state = Arc::new(state);
+        let (proxy, fanout) = match &cfg.config.shards {
+            None => (build_proxy(cfg)?, None),
+            Some(sh) => {
+                let mut others = Vec::new();
+                for s in 1..cfg.shard_count() {
+                    others.push(build_proxy(cfg.shard(s))?);
+                }
+                let fanout = shards::Fanout::new(others, sh);
+                (build_proxy(cfg.shard(0))?, Some(fanout))
+            }
+        };
+        let state = Arc::clone(&proxy.state);
         if let Some(t) = &state.routing().table {
             crate::state::publish_content_hash(None, t.content_hash);
         }
-        let proxy = Proxy::new(Arc::clone(&state), shadow).map_err(|e| StartError::Policy {
-            path: state.cfg.path.clone(),
-            source: e.into(),
-        })?;
         Ok(Arc::new(App {
             proxy,
             state,
+            fanout,
             prom,
             admin_token,
             status: status::history::History::new(status::unix_now()),
@@ -158,12 +186,19 @@ impl App {
         }))
     }
 
+    /// Every shard's proxy, shard 0's first (one without `[shards]`).
+    pub fn proxies(&self) -> impl Iterator<Item = &Proxy> {
+        std::iter::once(&self.proxy).chain(self.fanout.iter().flat_map(|f| f.others.iter()))
+    }
+
     /// Starts the health checkers and the ramp ticker, which also closes the idle upstream
     /// connections the replicas closed, every second, and samples the status page's
     /// counters (inside a Tokio runtime).
     pub fn spawn_background(self: &Arc<Self>) {
-        for rep in self.state.members.load().slots.iter().flatten() {
-            health::spawn(Arc::clone(rep), self.state.cfg.config.health.clone());
+        for proxy in self.proxies() {
+            for rep in proxy.state.members.load().slots.iter().flatten() {
+                health::spawn(Arc::clone(rep), proxy.state.cfg.config.health.clone());
+            }
         }
         let app = Arc::clone(self);
         tokio::spawn(async move {
@@ -171,11 +206,15 @@ impl App {
             let mut n = 0u64;
             loop {
                 tick.tick().await;
-                app.state.tick();
+                for proxy in app.proxies() {
+                    proxy.state.tick();
+                }
                 n += 1;
                 if n.is_multiple_of(10) {
-                    for rep in app.state.members.load().slots.iter().flatten() {
-                        rep.pool.sweep();
+                    for proxy in app.proxies() {
+                        for rep in proxy.state.members.load().slots.iter().flatten() {
+                            rep.pool.sweep();
+                        }
                     }
                 }
                 if n.is_multiple_of(50) {

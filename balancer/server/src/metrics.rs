@@ -73,6 +73,8 @@ pub const RAMP_QUERIES: &str = "ballot_ramp_queries_total";
 pub const SAMPLED_MISS_BYTES: &str = "ballot_sampled_miss_bytes_total";
 /// Memory the shadow caches and their term ids take, estimated.
 pub const SHADOW_MEMORY_BYTES: &str = "ballot_shadow_memory_bytes";
+/// With `[shards]`: client queries fanned out, by answer (`full`, `partial`, `failed`).
+pub const FANOUT: &str = "ballot_fanout_total";
 
 /// Buckets of [`ROUTE_SECONDS`]: 250 ns to 1 ms.
 const ROUTE_BUCKETS: [f64; 9] = [250e-9, 500e-9, 1e-6, 2e-6, 5e-6, 10e-6, 50e-6, 200e-6, 1e-3];
@@ -118,6 +120,10 @@ fn describe() {
         "Requests answered by a replica, by replica and reason"
     );
     describe_counter!(RETRIES, "Upstream attempts retried on another replica");
+    describe_counter!(
+        FANOUT,
+        "Sharded queries by answer: full, partial (a shard missing) or failed"
+    );
     describe_counter!(UPSTREAM_FAILURES, "Client requests that failed upstream");
     describe_counter!(EJECTIONS, "Replica ejections (health checks or passive)");
     describe_counter!(

@@ -100,7 +100,7 @@ pub struct ClientRequest {
 
 /// What a request is routed by.
 #[derive(Clone, Copy)]
-enum Key<'q> {
+pub(crate) enum Key<'q> {
     /// Its query text.
     Query(&'q str),
     /// Nothing: the fallback policy routes it.
@@ -112,14 +112,47 @@ pub fn json_error(status: StatusCode, msg: impl Into<String>) -> Response {
     (status, Json(serde_json::json!({ "error": msg.into() }))).into_response()
 }
 
-/// 503 with `Retry-After: 1` and `msg`, counted as a client error of `kind`: the answer
-/// when the balancer is full (admission, or a replica's queue).
-fn retry_later(kind: &'static str, msg: String) -> Response {
-    metrics::counter!(m::CLIENT_ERRORS, "kind" => kind).increment(1);
-    let mut r = json_error(StatusCode::SERVICE_UNAVAILABLE, msg);
-    r.headers_mut()
-        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-    r
+/// An error answer for the client, made where the request failed upstream.
+#[derive(Clone, Debug)]
+pub(crate) struct Refusal {
+    /// Its status.
+    pub status: StatusCode,
+    /// Its message.
+    pub message: String,
+    /// Sent with `Retry-After: 1`.
+    retry_after: bool,
+}
+
+impl Refusal {
+    fn new(status: StatusCode, message: impl Into<String>) -> Self {
+        Refusal {
+            status,
+            message: message.into(),
+            retry_after: false,
+        }
+    }
+
+    /// 503 with `Retry-After: 1` and `msg`, counted as a client error of `kind`: the
+    /// answer when the balancer is full (admission, or a replica's queue).
+    fn retry_later(kind: &'static str, message: String) -> Self {
+        metrics::counter!(m::CLIENT_ERRORS, "kind" => kind).increment(1);
+        Refusal {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            message,
+            retry_after: true,
+        }
+    }
+}
+
+impl IntoResponse for Refusal {
+    fn into_response(self) -> Response {
+        let mut r = json_error(self.status, self.message);
+        if self.retry_after {
+            r.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        r
+    }
 }
 
 thread_local! {
@@ -168,9 +201,9 @@ enum Unplaced {
 
 impl Proxy {
     /// The answer after a wait in `replica`'s queue timed out.
-    fn queue_timeout(&self, replica: &Replica) -> Response {
+    fn queue_timeout(&self, replica: &Replica) -> Refusal {
         let c = &self.state.cfg.config;
-        retry_later(
+        Refusal::retry_later(
             "queue_timeout",
             format!(
                 "queue timeout: replica {} held {} requests until the queue timeout ({} ms) \
@@ -206,7 +239,7 @@ impl Proxy {
     /// The refusal of a request that `why` left without a query, counted by its kind: a
     /// 405 with `Allow` when no route took the request but some route (or the fallback)
     /// takes its path with other methods.
-    fn refuse(&self, why: &Unreadable, path: &str) -> Response {
+    pub(crate) fn refuse(&self, why: &Unreadable, path: &str) -> Response {
         metrics::counter!(m::CLIENT_ERRORS, "kind" => why.kind()).increment(1);
         let allow = match why {
             Unreadable::NoRoute if self.fallback.is_some() => Some("GET,HEAD,POST"),
@@ -241,6 +274,14 @@ impl Proxy {
             self.route_seconds.record(start.elapsed().as_secs_f64());
         }
         out
+    }
+
+    /// The replica slot this proxy's policy picks for `q` now, and why, without taking a
+    /// place there (a sharded balancer's column; `None`: no replica is left).
+    pub(crate) fn column(&self, q: &str) -> Option<(usize, balancer::policy::Reason)> {
+        self.with_query(q, |query| self.state.route(query, 0))
+            .ok()
+            .map(|c| (c.index, c.reason))
     }
 
     /// Feeds the query `key` sent to `choice` into that replica's shadow cache: the flash
@@ -304,12 +345,14 @@ impl Proxy {
         }
     }
 
-    /// Routes by `key` (skipping `exclude`) and takes a place on the chosen replica,
+    /// Routes by `key` (skipping `exclude`; the `pin` slot when it is live) and takes a
+    /// place on the chosen replica,
     /// waiting in its queue while it is full. A first attempt counts in the `window` load
     /// and the slow-start clock once, when it is first routed, so queued queries count too.
     async fn place(
         &self,
         key: Key<'_>,
+        pin: Option<(usize, balancer::policy::Reason)>,
         exclude: u64,
         deadline: Instant,
     ) -> Result<(Choice, InFlightGuard), Unplaced> {
@@ -319,7 +362,7 @@ impl Proxy {
         loop {
             let routed = match (key, &self.fallback) {
                 (Key::Query(q), _) => self.with_query(q, |query| {
-                    let choice = self.state.route(query, exclude)?;
+                    let choice = self.state.route_pinned(query, pin, exclude)?;
                     let guard = self.state.slots.try_start(choice.index);
                     Ok((choice, guard))
                 }),
@@ -428,76 +471,165 @@ impl Proxy {
         start: Instant,
         access: &mut Option<access::Entry>,
     ) -> Response {
-        let cfg = &self.state.cfg;
         let ClientRequest {
             parts,
             body,
             route,
             peer,
         } = req;
-        let (uri, headers) = (&parts.uri, &parts.headers);
-        let bit = method_bit(&parts.method);
-        // No route, and nothing to route it by either: refused before its body is read.
-        if route.is_none() && (self.fallback.is_none() || bit == 0) {
-            return self.refuse(&Unreadable::NoRoute, uri.path());
-        }
-        let deadline = start + cfg.deadline();
-        let body = match body::read(body, cfg.config.max_body_bytes, deadline).await {
+        let deadline = start + self.state.cfg.deadline();
+        let body = match self.read_body(&parts, body, route, deadline).await {
             Ok(body) => body,
-            Err(e) => return self.refuse(&e, uri.path()),
+            Err(refused) => return refused,
         };
-        let text = match route {
-            Some(i) => {
-                // The content type matters only to a form route's body.
-                let content_type = if body.is_empty() {
-                    None
-                } else {
-                    headers.get(header::CONTENT_TYPE).map(HeaderValue::as_bytes)
-                };
-                let read = routes::Request {
-                    query: uri.query(),
-                    content_type,
-                    body: &body,
-                };
-                routes::extract::extract(cfg.routes.get(i), &read, cfg.config.max_query_bytes)
-            }
-            None => Err(Unreadable::NoRoute),
+        let text = self.query_text(&parts, &body, route);
+        let key = match self.key(&text) {
+            Ok(key) => key,
+            Err(why) => return self.refuse(why, parts.uri.path()),
         };
-        let key = match &text {
-            Ok(q) => Key::Query(q),
-            Err(e) if self.fallback.is_none() => return self.refuse(e, uri.path()),
+        let Some(slot) = self.admit() else {
+            return self.overloaded();
+        };
+        let path_and_query = target(&parts);
+        let sending = Sending {
+            key,
+            outgoing: self.outgoing(&parts, route, &path_and_query, &body),
+            headers: &parts.headers,
+            peer,
+            id,
+            start,
+            deadline,
+            pin: None,
+        };
+        match self.exchange(&sending, access).await {
+            Ok(ex) => self.stream(ex, slot, deadline, access),
+            Err(failed) => failed.into_response(),
+        }
+    }
+
+    /// Reads the body of a request (refused before it is read when it took no route and
+    /// nothing can route it).
+    pub(crate) async fn read_body(
+        &self,
+        parts: &Parts,
+        body: Incoming,
+        route: Option<usize>,
+        deadline: Instant,
+    ) -> Result<hyper::body::Bytes, Response> {
+        let bit = method_bit(&parts.method);
+        if route.is_none() && (self.fallback.is_none() || bit == 0) {
+            return Err(self.refuse(&Unreadable::NoRoute, parts.uri.path()));
+        }
+        body::read(body, self.state.cfg.config.max_body_bytes, deadline)
+            .await
+            .map_err(|e| self.refuse(&e, parts.uri.path()))
+    }
+
+    /// The query text of a request, as its route reads it.
+    pub(crate) fn query_text<'a>(
+        &self,
+        parts: &'a Parts,
+        body: &'a [u8],
+        route: Option<usize>,
+    ) -> Result<Cow<'a, str>, Unreadable> {
+        let cfg = &self.state.cfg;
+        let Some(i) = route else {
+            return Err(Unreadable::NoRoute);
+        };
+        // The content type matters only to a form route's body.
+        let content_type = if body.is_empty() {
+            None
+        } else {
+            parts
+                .headers
+                .get(header::CONTENT_TYPE)
+                .map(HeaderValue::as_bytes)
+        };
+        let read = routes::Request {
+            query: parts.uri.query(),
+            content_type,
+            body,
+        };
+        routes::extract::extract(cfg.routes.get(i), &read, cfg.config.max_query_bytes)
+    }
+
+    /// What routes a request whose query text is `text`: the text, or the fallback policy
+    /// (the reason it is unreadable when there is none: [`Proxy::refuse`] answers it).
+    pub(crate) fn key<'q>(
+        &self,
+        text: &'q Result<Cow<'_, str>, Unreadable>,
+    ) -> Result<Key<'q>, &'q Unreadable> {
+        match text {
+            Ok(q) => Ok(Key::Query(q)),
+            Err(e) if self.fallback.is_none() => Err(e),
             Err(e) => {
                 metrics::counter!(m::CLIENT_ERRORS, "kind" => e.kind()).increment(1);
-                Key::Fallback
+                Ok(Key::Fallback)
             }
-        };
-        // A routed request may be sent twice (routes are read-only search endpoints); a
-        // POST that took no route only when nothing of it reached a replica.
-        let resend = route.is_some() || bit != routes::POST;
+        }
+    }
+
+    /// A place among the client requests in flight (`None`: `max_in_flight` reached).
+    pub(crate) fn admit(&self) -> Option<crate::admit::Slot> {
+        self.admission.try_enter()
+    }
+
+    /// The answer when [`Proxy::admit`] found no place.
+    pub(crate) fn overloaded(&self) -> Response {
+        Refusal::retry_later(
+            "overloaded",
+            format!(
+                "overloaded: {} requests in flight; retry later",
+                self.admission.max()
+            ),
+        )
+        .into_response()
+    }
+
+    /// The request as it goes to a replica. A routed request may be sent twice (routes
+    /// are read-only search endpoints); a POST that took no route only when nothing of it
+    /// reached a replica.
+    pub(crate) fn outgoing<'a>(
+        &self,
+        parts: &Parts,
+        route: Option<usize>,
+        path: &'a PathAndQuery,
+        body: &'a [u8],
+    ) -> Outgoing<'a> {
+        let resend = route.is_some() || method_bit(&parts.method) != routes::POST;
         let method = if parts.method == Method::POST {
             upstream::Method::Post
         } else {
             upstream::Method::Get
         };
-        let Some(slot) = self.admission.try_enter() else {
-            return retry_later(
-                "overloaded",
-                format!(
-                    "overloaded: {} requests in flight; retry later",
-                    self.admission.max()
-                ),
-            );
-        };
-        let path_and_query = match uri.path_and_query() {
-            Some(pq) => pq.clone(),
-            None => PathAndQuery::from_static("/"),
-        };
-        let outgoing = Outgoing {
+        Outgoing {
             method,
-            path: &path_and_query,
-            body: &body,
+            path,
+            body,
             resend,
-        };
+        }
+    }
+
+    /// Sends a request to a replica, routed by its key, and again to the next-ranked one
+    /// after a failure, within `retries` and the deadline: the answer that came back with
+    /// its replica's place, or the error answer for the client.
+    pub(crate) async fn exchange(
+        &self,
+        sending: &Sending<'_>,
+        access: &mut Option<access::Entry>,
+    ) -> Result<Exchanged, Refusal> {
+        let cfg = &self.state.cfg;
+        let Sending {
+            key,
+            ref outgoing,
+            headers,
+            peer,
+            id,
+            start,
+            deadline,
+            pin,
+        } = *sending;
+        let resend = outgoing.resend;
         let attempts = cfg.config.retries + 1;
         let mut exclude = 0u64;
         // Built only when an attempt fails: the success path allocates no error text.
@@ -507,17 +639,20 @@ impl Proxy {
             let now = if attempt == 0 { start } else { Instant::now() };
             if now >= deadline {
                 self.failures.increment(1);
-                return json_error(
+                return Err(Refusal::new(
                     StatusCode::GATEWAY_TIMEOUT,
                     format!("deadline passed after {attempt} attempts: {last_error}"),
-                );
+                ));
             }
-            let (choice, guard) = match self.place(key, exclude, deadline).await {
+            let (choice, guard) = match self.place(key, pin, exclude, deadline).await {
                 Ok(placed) => placed,
-                Err(Unplaced::QueueTimeout(replica)) => return self.queue_timeout(&replica),
+                Err(Unplaced::QueueTimeout(replica)) => return Err(self.queue_timeout(&replica)),
                 Err(Unplaced::NoReplica) if attempt == 0 => {
                     metrics::counter!(m::CLIENT_ERRORS, "kind" => "no_replica").increment(1);
-                    return json_error(StatusCode::SERVICE_UNAVAILABLE, "no live replica");
+                    return Err(Refusal::new(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "no live replica",
+                    ));
                 }
                 Err(Unplaced::NoReplica) => break,
             };
@@ -540,7 +675,7 @@ impl Proxy {
                 a.attempts = attempt + 1;
             }
             let upstream = choice.replica.pool.send(
-                &outgoing,
+                outgoing,
                 |out: &mut Vec<u8>| forward::write_upstream_headers(out, headers, peer, id),
                 timeout,
             );
@@ -557,11 +692,7 @@ impl Proxy {
                     choice.replica.metrics.shed.increment(1);
                     last_error = format!("replica {}: 503, shed", choice.replica.name).into();
                 }
-                Ok(Ok(Answer {
-                    status,
-                    mut headers,
-                    body,
-                })) => {
+                Ok(Ok(answer)) => {
                     choice
                         .replica
                         .metrics
@@ -569,45 +700,24 @@ impl Proxy {
                         .record(sent.elapsed().as_secs_f64());
                     choice.replica.metrics.requests[why.index()].increment(1);
                     if cfg.config.backlog_reports_ms > 0 {
-                        if let Some(backlog) = WorkMeter::backlog(&headers) {
+                        if let Some(backlog) = WorkMeter::backlog(&answer.headers) {
                             self.state.slots.record_report(choice.index, backlog);
                         }
                     }
                     if self.state.cfg.load == LoadKind::Work {
                         // A backend with no bytes from the chosen source still costs the
                         // fixed part of the work.
-                        let miss = self
-                            .work
-                            .bytes(&headers, shadow_miss, &choice.replica.metrics);
+                        let miss =
+                            self.work
+                                .bytes(&answer.headers, shadow_miss, &choice.replica.metrics);
                         self.state.record_work(choice.index, miss);
                     }
-                    forward::strip_hop_by_hop(&mut headers);
-                    if cfg.config.routing_headers {
-                        headers.insert(X_BALLOT_REPLICA.clone(), choice.replica.header.clone());
-                        headers.insert(
-                            X_BALLOT_REASON.clone(),
-                            HeaderValue::from_static(why.name()),
-                        );
-                    }
-                    // The request stays in flight until its body is streamed out; a
-                    // streamed body's connection then goes back to the replica's pool.
-                    let access = access.take().map(|mut a| {
-                        a.replica.clone_from(&choice.replica.name);
-                        a.reason = why.name();
-                        a.status = status.as_u16();
-                        a
-                    });
-                    let parts = RelayParts {
-                        pool: Arc::clone(&choice.replica.pool),
+                    return Ok(Exchanged {
+                        choice,
                         guard,
-                        slot,
-                        deadline,
-                        access,
-                    };
-                    let mut resp = Response::new(Body::new(Relay::new(body, parts)));
-                    *resp.status_mut() = status;
-                    *resp.headers_mut() = headers;
-                    return resp;
+                        why,
+                        answer,
+                    });
                 }
                 Ok(Err(e)) => {
                     // Ejected before the place is handed on, so a request waiting for
@@ -647,9 +757,99 @@ impl Proxy {
         } else {
             " (a POST that took no route is not sent twice)"
         };
-        json_error(
+        Err(Refusal::new(
             StatusCode::BAD_GATEWAY,
             format!("every attempt failed: {last_error}{not_again}"),
-        )
+        ))
     }
+
+    /// The client's response relaying an exchanged answer: it streams out holding the
+    /// replica's place and the client's slot.
+    fn stream(
+        &self,
+        ex: Exchanged,
+        slot: crate::admit::Slot,
+        deadline: Instant,
+        access: &mut Option<access::Entry>,
+    ) -> Response {
+        let Exchanged {
+            choice,
+            guard,
+            why,
+            answer:
+                Answer {
+                    status,
+                    mut headers,
+                    body,
+                },
+        } = ex;
+        forward::strip_hop_by_hop(&mut headers);
+        if self.state.cfg.config.routing_headers {
+            headers.insert(X_BALLOT_REPLICA.clone(), choice.replica.header.clone());
+            headers.insert(
+                X_BALLOT_REASON.clone(),
+                HeaderValue::from_static(why.name()),
+            );
+        }
+        // The request stays in flight until its body is streamed out; a streamed body's
+        // connection then goes back to the replica's pool.
+        let access = access.take().map(|mut a| {
+            a.replica.clone_from(&choice.replica.name);
+            a.reason = why.name();
+            a.status = status.as_u16();
+            a
+        });
+        let parts = RelayParts {
+            pool: Arc::clone(&choice.replica.pool),
+            guard,
+            slot,
+            deadline,
+            access,
+        };
+        let mut resp = Response::new(Body::new(Relay::new(body, parts)));
+        *resp.status_mut() = status;
+        *resp.headers_mut() = headers;
+        resp
+    }
+}
+
+/// A request's target as it goes upstream.
+pub(crate) fn target(parts: &Parts) -> PathAndQuery {
+    match parts.uri.path_and_query() {
+        Some(pq) => pq.clone(),
+        None => PathAndQuery::from_static("/"),
+    }
+}
+
+/// One request on its way to a replica of this proxy.
+pub(crate) struct Sending<'a> {
+    /// What routes it.
+    pub key: Key<'a>,
+    /// What goes upstream.
+    pub outgoing: Outgoing<'a>,
+    /// The client's header fields.
+    pub headers: &'a axum::http::HeaderMap,
+    /// The client.
+    pub peer: IpAddr,
+    /// The request id.
+    pub id: &'a HeaderValue,
+    /// When the client request came in.
+    pub start: Instant,
+    /// Its deadline.
+    pub deadline: Instant,
+    /// A replica slot to take, when live, instead of routing (with the reason it was
+    /// chosen for): the column a sharded balancer picked in shard 0.
+    pub pin: Option<(usize, balancer::policy::Reason)>,
+}
+
+/// An answer that came back from a replica, with the place the request holds there.
+pub(crate) struct Exchanged {
+    /// The replica.
+    pub choice: Choice,
+    /// Its in-flight place.
+    pub guard: InFlightGuard,
+    /// The routing rule that sent the request there (`failover` after a retry).
+    pub why: m::RequestReason,
+    /// The answer.
+    pub answer: Answer,
 }

@@ -253,6 +253,33 @@ impl State {
         self.route_by(&*self.routing.load().policy, query, exclude)
     }
 
+    /// [`State::route`], except that the replica in slot `pin` takes the query when it is
+    /// live and not in `exclude` (a sharded balancer's column, chosen in another shard, with
+    /// the reason it was chosen for). Allocation-free.
+    pub fn route_pinned(
+        &self,
+        query: &QueryKey<'_>,
+        pin: Option<(usize, Reason)>,
+        exclude: u64,
+    ) -> Result<Choice, NoReplica> {
+        if let Some((index, reason)) = pin.filter(|&(i, _)| i < 64 && exclude & (1 << i) == 0) {
+            let members = self.members.load();
+            let live = self
+                .view(&members, exclude)
+                .is_some_and(|v| v.is_live(index));
+            if let Some(replica) = members.slots.get(index).and_then(Option::as_ref) {
+                if live {
+                    return Ok(Choice {
+                        replica: Arc::clone(replica),
+                        index,
+                        reason,
+                    });
+                }
+            }
+        }
+        self.route(query, exclude)
+    }
+
     /// [`State::route`] with `policy` instead of the configured one (the fallback policy
     /// of requests without a query).
     pub fn route_by(

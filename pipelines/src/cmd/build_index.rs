@@ -5,6 +5,10 @@
 //! df per term: with `--freq` (or the embedded synthetic default's own frequency table),
 //! the size model's `df` for each term of the log; with `--sizes`, `bytes − 16`, the model's
 //! inverse, for each term of the table.
+//!
+//! `--shards S` (default 1, the unsharded layout) writes a document-partitioned index
+//! instead: `OUTPUT/shard-0` to `OUTPUT/shard-{S-1}`, one replica index each
+//! (`replica::index::build_shards`), from pairs gathered once.
 
 use std::path::PathBuf;
 
@@ -16,20 +20,79 @@ use rustc_hash::FxHashSet;
 
 use crate::inputs::{LogArgs, SizeArgs};
 
-/// Arguments of `ballot build-index`.
+/// The index's inputs and output (the demo builds its index with these).
 #[derive(Args, Debug)]
 pub struct BuildIndexArgs {
     #[command(flatten)]
     pub log: LogArgs,
     #[command(flatten)]
     pub sizes: SizeArgs,
-    /// Output index directory.
+    /// Output index directory (with --shards above 1, the parent of the shard-<s> indexes).
     #[arg(short, long)]
     pub output: PathBuf,
 }
 
-/// Builds the index.
-pub fn run(args: &BuildIndexArgs) -> Result<()> {
+/// Arguments of `ballot build-index`.
+#[derive(Args, Debug)]
+pub struct BuildIndexCli {
+    #[command(flatten)]
+    pub index: BuildIndexArgs,
+    /// Document-partitioned shards: above 1, OUTPUT/shard-0 .. OUTPUT/shard-{S-1}, shard s
+    /// holding the docs d with d % S == s (1 to 64).
+    #[arg(long, default_value_t = 1)]
+    pub shards: u32,
+}
+
+/// `ballot build-index`.
+pub fn run_cli(cli: &BuildIndexCli) -> Result<()> {
+    run_sharded(&cli.index, cli.shards)
+}
+
+/// Builds the index, in `shards` shards when above 1, printing one line per index written.
+pub fn run_sharded(args: &BuildIndexArgs, shards: u32) -> Result<()> {
+    if !(1..=replica::index::MAX_SHARDS).contains(&shards) {
+        bail!(
+            "--shards must be between 1 and {}, got {shards}",
+            replica::index::MAX_SHARDS
+        );
+    }
+    let (docs, pairs) = term_dfs(args)?;
+    if shards == 1 {
+        let s = replica::build_index(&args.output, docs, pairs)
+            .with_context(|| format!("building the index in {}", args.output.display()))?;
+        print_summary(&s, &args.output);
+        return Ok(());
+    }
+    let summaries =
+        replica::build_shards(&args.output, docs, pairs, shards).with_context(|| {
+            format!(
+                "building {shards} index shards in {}",
+                args.output.display()
+            )
+        })?;
+    for (s, summary) in (0..shards).zip(&summaries) {
+        print_summary(summary, &replica::shard_dir(&args.output, s));
+    }
+    Ok(())
+}
+
+/// Prints the one-line summary of the index written in `dir`.
+fn print_summary(s: &replica::BuildSummary, dir: &std::path::Path) {
+    let shard = s.shard.map_or(String::new(), |sh| format!("{sh}: "));
+    println!(
+        "{shard}wrote {} terms, {} postings, {} bytes (largest list {} bytes) for {} docs to {} in {:.1} s",
+        s.terms,
+        s.postings,
+        s.postings_bytes,
+        s.max_list_bytes,
+        s.docs,
+        dir.display(),
+        s.elapsed.as_secs_f64()
+    );
+}
+
+/// The document count and the `(term, df)` pairs an index of `args` is built from.
+pub fn term_dfs(args: &BuildIndexArgs) -> Result<(u32, Vec<(String, u64)>)> {
     let docs = u32::try_from(args.sizes.docs)
         .ok()
         .filter(|&d| d > 0)
@@ -67,19 +130,7 @@ pub fn run(args: &BuildIndexArgs) -> Result<()> {
     if pairs.is_empty() {
         bail!("no terms to index");
     }
-    let s = replica::build_index(&args.output, docs, pairs)
-        .with_context(|| format!("building the index in {}", args.output.display()))?;
-    println!(
-        "wrote {} terms, {} postings, {} bytes (largest list {} bytes) for {} docs to {} in {:.1} s",
-        s.terms,
-        s.postings,
-        s.postings_bytes,
-        s.max_list_bytes,
-        s.docs,
-        args.output.display(),
-        s.elapsed.as_secs_f64()
-    );
-    Ok(())
+    Ok((docs, pairs))
 }
 
 #[cfg(test)]
@@ -87,15 +138,8 @@ mod tests {
     use super::*;
     use data::sizes::SizeTable;
 
-    #[test]
-    fn sizes_give_df_as_bytes_minus_the_header() {
-        let tmp = tempfile::tempdir().unwrap();
-        let sizes = tmp.path().join("sizes.parquet");
-        SizeTable::from_pairs([("a".to_string(), 1016u64), ("b".to_string(), 21)])
-            .write_parquet(&sizes)
-            .unwrap();
-        let out = tmp.path().join("idx");
-        let args = BuildIndexArgs {
+    fn args(sizes: PathBuf, docs: u64, output: PathBuf) -> BuildIndexArgs {
+        BuildIndexArgs {
             log: LogArgs {
                 log: None,
                 from: None,
@@ -108,17 +152,58 @@ mod tests {
             sizes: SizeArgs {
                 sizes: Some(sizes),
                 freq: None,
-                docs: 1000,
+                docs,
                 doc_len: 300.0,
             },
-            output: out.clone(),
-        };
-        run(&args).unwrap();
+            output,
+        }
+    }
+
+    #[test]
+    fn sizes_give_df_as_bytes_minus_the_header() {
+        let tmp = tempfile::tempdir().unwrap();
+        let sizes = tmp.path().join("sizes.parquet");
+        SizeTable::from_pairs([("a".to_string(), 1016u64), ("b".to_string(), 21)])
+            .write_parquet(&sizes)
+            .unwrap();
+        let out = tmp.path().join("idx");
+        run_sharded(&args(sizes, 1000, out.clone()), 1).unwrap();
         let dir = replica::index::open_directory(&out).unwrap();
         let df = |t: &str| dir.entry(dir.id(t).unwrap()).unwrap().df;
         assert_eq!((df("a"), df("b")), (1000, 5));
         // df = N: one byte per id, so the stored size is the model's again.
         let built = SizeTable::read_parquet(&out.join("sizes.parquet")).unwrap();
         assert_eq!(built.get("a"), Some(1016));
+        assert!(!out.join("shard-0").exists());
+    }
+
+    #[test]
+    fn shards_write_one_index_each_and_the_count_is_checked() {
+        let tmp = tempfile::tempdir().unwrap();
+        let sizes = tmp.path().join("sizes.parquet");
+        SizeTable::from_pairs([("a".to_string(), 1016u64), ("b".to_string(), 66)])
+            .write_parquet(&sizes)
+            .unwrap();
+        let out = tmp.path().join("idx");
+        let a = args(sizes, 1000, out.clone());
+        run_sharded(&a, 4).unwrap();
+        assert!(!out.join("manifest.json").exists());
+        let mut df = [0u32; 2];
+        for s in 0..4 {
+            let dir = replica::index::open_directory(&replica::shard_dir(&out, s)).unwrap();
+            assert_eq!(
+                dir.manifest.shard,
+                Some(replica::Shard { index: s, count: 4 })
+            );
+            for (i, t) in ["a", "b"].into_iter().enumerate() {
+                df[i] += dir.id(t).map_or(0, |id| dir.entry(id).unwrap().df);
+            }
+        }
+        assert_eq!(df, [1000, 50]);
+        assert!(!out.join("shard-4").exists());
+        for bad in [0, 65] {
+            let err = run_sharded(&a, bad).unwrap_err().to_string();
+            assert!(err.contains("--shards must be between 1 and 64"), "{err}");
+        }
     }
 }

@@ -13,8 +13,14 @@
 //!   then per term in sorted order (its position is its dense term id): term length u16,
 //!   the UTF-8 term, offset u64, stored length u32, df u32, CRC-32 of the stored list u32.
 //! - `manifest.json`: the format version, document count, file names and byte lengths, and
-//!   the CRC-32 of the directory, so a truncated or swapped file is caught at start-up.
+//!   the CRC-32 of the directory, so a truncated or swapped file is caught at start-up; for
+//!   one shard of a document-partitioned index, also its [`Shard`] (absent otherwise, so an
+//!   index written before shards existed reads the same).
 //! - `sizes.parquet`: `(term, bytes)` with every term's stored bytes, for `train`/`eval`.
+//!
+//! A shard's index has the same layout: its lists hold global doc ids (below the manifest's
+//! `docs`, the whole collection's count), only those of the shard, and its directory only the
+//! terms with at least one doc in the shard (`index::build`).
 
 use std::path::{Path, PathBuf};
 
@@ -109,6 +115,51 @@ pub struct Manifest {
     pub directory_crc32: u32,
     /// Size table file name.
     pub sizes_file: String,
+    /// The part of a document-partitioned index this is; absent for a whole index.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<Shard>,
+}
+
+/// One part of a document-partitioned index: the docs `d` with `d % count == index`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Shard {
+    /// This shard, below `count`.
+    pub index: u32,
+    /// Number of shards, at least 1.
+    pub count: u32,
+}
+
+impl Shard {
+    /// Shard `index` of `count`, checked.
+    pub fn new(index: u32, count: u32) -> Result<Shard, IndexError> {
+        let shard = Shard { index, count };
+        shard.check().map_err(IndexError::Input)?;
+        Ok(shard)
+    }
+
+    /// Whether `doc` belongs to this shard.
+    #[inline]
+    pub fn holds(self, doc: u32) -> bool {
+        doc % self.count == self.index
+    }
+
+    /// `Err` with the reason when `count` is 0 or `index` is not below it.
+    pub(crate) fn check(self) -> Result<(), String> {
+        if self.count == 0 || self.index >= self.count {
+            return Err(format!(
+                "shard {} of {} (the count must be at least 1 and the index below it)",
+                self.index, self.count
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl std::fmt::Display for Shard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "shard {} of {}", self.index, self.count)
+    }
 }
 
 /// Where one term's list lives.

@@ -1,11 +1,15 @@
 //! The postings index on flash: its format ([`format`](mod@format)), the streaming builder ([`build`])
 //! and loading its manifest and term directory at start-up ([`open_directory`]).
 //!
+//! An index may be one [`Shard`] of a document-partitioned collection ([`build_shards`]);
+//! it opens and serves like any other (its doc ids are global, below the manifest's `docs`),
+//! and the answers of the shards' replicas merge into the whole index's answer.
+//!
 //! Start-up checks everything that is cheap to check: the manifest parses and has the right
-//! version, each file it names exists with exactly the recorded length, the directory's
-//! CRC-32 matches, and every directory entry lies inside the postings file. Every error
-//! names the offending file. Per-list checksums are verified on each flash read instead
-//! (`store`), so a bad list costs one query, not the server.
+//! version (and a valid shard, if any), each file it names exists with exactly the recorded
+//! length, the directory's CRC-32 matches, and every directory entry lies inside the postings
+//! file. Every error names the offending file. Per-list checksums are verified on each flash
+//! read instead (`store`), so a bad list costs one query, not the server.
 
 pub mod build;
 pub mod format;
@@ -15,6 +19,9 @@ use std::path::{Path, PathBuf};
 use rustc_hash::FxHashMap;
 
 use format::{IndexError, Manifest, TermEntry, DIR_MAGIC, FORMAT_VERSION, MANIFEST_FILE};
+
+pub use build::{build_shard, build_shards, shard_dir, MAX_SHARDS};
+pub use format::Shard;
 
 /// The loaded term directory: term → dense id → where its list lives.
 #[derive(Debug)]
@@ -72,6 +79,11 @@ pub fn open_directory(dir: &Path) -> Result<Directory, IndexError> {
                 manifest.format_version
             ),
         ));
+    }
+    if let Some(shard) = manifest.shard {
+        shard
+            .check()
+            .map_err(|e| IndexError::format(&manifest_path, format!("bad {e}")))?;
     }
     let postings_path = dir.join(&manifest.postings_file);
     check_len(&postings_path, manifest.postings_bytes)?;

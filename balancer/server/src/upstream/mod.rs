@@ -44,7 +44,7 @@ use hyper::body::Bytes;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 
-pub use relay::{Relay, RelayParts};
+pub use relay::{read_whole, Relay, RelayParts};
 
 use h1::{Framing, Head, ProtocolError};
 

@@ -113,6 +113,37 @@ impl UpstreamBody {
     }
 }
 
+/// Reads `body` whole, at most `limit` bytes, by `deadline` (a sharded balancer merges
+/// the answers): a streamed body's connection goes back to `pool` when it may carry another
+/// request, and is closed otherwise.
+pub async fn read_whole(
+    mut body: UpstreamBody,
+    pool: &Pool,
+    limit: usize,
+    deadline: Instant,
+) -> Result<Vec<u8>, String> {
+    let mut out = Vec::new();
+    let read = async {
+        while let Some(piece) = std::future::poll_fn(|cx| body.poll_data(cx)).await {
+            let piece = piece.map_err(|e| e.to_string())?;
+            if out.len() + piece.len() > limit {
+                return Err(format!("the answer is over {limit} bytes"));
+            }
+            out.extend_from_slice(&piece);
+        }
+        Ok(())
+    };
+    match tokio::time::timeout_at(deadline.into(), read).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => return Err(e),
+        Err(_) => return Err("the request deadline passed while reading the answer".into()),
+    }
+    if let Some(conn) = body.reusable() {
+        pool.put(conn);
+    }
+    Ok(out)
+}
+
 impl Streaming {
     fn poll_data(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, BoxError>>> {
         loop {

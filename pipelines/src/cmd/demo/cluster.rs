@@ -237,9 +237,8 @@ pub struct ReplicaSpec {
     pub flash_read_mbps: Option<f64>,
 }
 
-/// Starts replica `i` of a cluster.
-pub fn start_replica(spec: &ReplicaSpec, i: usize, logs: &Path) -> Result<Proc> {
-    let name = format!("r{i}");
+/// Starts the replica `name` of a cluster.
+pub fn start_replica(spec: &ReplicaSpec, name: &str, logs: &Path) -> Result<Proc> {
     let mut args = vec![
         "replica".to_owned(),
         "--index".into(),
@@ -249,7 +248,7 @@ pub fn start_replica(spec: &ReplicaSpec, i: usize, logs: &Path) -> Result<Proc> 
         "--cache-bytes".into(),
         spec.cache_bytes.to_string(),
         "--id".into(),
-        name.clone(),
+        name.to_owned(),
         "--eviction".into(),
         spec.eviction.name().into(),
     ];
@@ -289,6 +288,19 @@ pub struct BalancerSpec {
     pub load_window: usize,
     /// `backlog_reports_ms` (0: each balancer counts only its own requests).
     pub backlog_reports_ms: u64,
+    /// A sharded backend: the replicas are shard-major, `replicas / count` per shard.
+    pub shards: Option<ShardsSpec>,
+}
+
+/// The balancer's `[shards]` section.
+#[derive(Clone, Debug)]
+pub struct ShardsSpec {
+    /// Shards.
+    pub count: usize,
+    /// `route`.
+    pub route: String,
+    /// `tables` (none: every shard reads `[policy] table`).
+    pub tables: Vec<PathBuf>,
 }
 
 /// The environment variable whose token, when set, opens the demo balancers' admin API
@@ -339,9 +351,27 @@ pub fn start_balancer(
     if let Some((cache_bytes, eviction)) = spec.shadow {
         toml += &format!("\n[shadow]\ncache_bytes = {cache_bytes}\neviction = \"{eviction}\"\n");
     }
+    let per_shard = replicas.len() / spec.shards.as_ref().map_or(1, |s| s.count.max(1));
+    if let Some(sh) = &spec.shards {
+        toml += &format!("\n[shards]\nroute = {}\n", toml_string(&sh.route));
+        if !sh.tables.is_empty() {
+            let tables = sh
+                .tables
+                .iter()
+                .map(|t| path_value(t))
+                .collect::<Result<Vec<_>>>()?;
+            toml += &format!("tables = [{}]\n", tables.join(", "));
+        }
+    }
     for (i, r) in replicas.iter().enumerate() {
+        let (shard, column) = (i / per_shard.max(1), i % per_shard.max(1));
+        let name = if spec.shards.is_some() {
+            format!("s{shard}r{column}")
+        } else {
+            format!("r{i}")
+        };
         toml += &format!(
-            "\n[[replicas]]\nname = \"r{i}\"\naddress = \"{}\"\n",
+            "\n[[replicas]]\nname = \"{name}\"\naddress = \"{}\"\nshard = {shard}\n",
             r.addr
         );
     }

@@ -33,15 +33,29 @@ use serde::Serialize;
 
 use super::cluster::{
     start_balancer, start_replica, stop_children_on_signal, BalancerSpec, Proc, ReplicaSpec,
+    ShardsSpec,
 };
 use crate::cmd::replay::stats::ClusterStats;
 use crate::cmd::replay::{replay_queries, Measured, Mode};
 
+/// The shards of a sharded demo.
+#[derive(Clone, Debug)]
+pub struct ShardSetup {
+    /// Shards S (1: one index).
+    pub count: usize,
+    /// The balancer's `[shards] route`.
+    pub route: String,
+    /// One table per shard (`[shards] tables`), or none.
+    pub tables: Vec<PathBuf>,
+}
+
 /// Everything the live run needs.
 pub struct LiveSetup<'a> {
-    /// Replica count R.
+    /// Replica count R (of each shard).
     pub replicas: usize,
-    /// Index directory (built by the demo).
+    /// The index's shards.
+    pub shards: ShardSetup,
+    /// Index directory (built by the demo; with shards, the directory of `shard-<s>`).
     pub index: PathBuf,
     /// The index's stored sizes (what the replicas cache and the simulator counts).
     pub sizes_path: PathBuf,
@@ -49,7 +63,7 @@ pub struct LiveSetup<'a> {
     pub sizes: &'a Sizes,
     /// The learned voting table.
     pub table: PathBuf,
-    /// Per-replica cache bytes.
+    /// Per-replica cache bytes (of one shard's replica).
     pub cache_bytes: u64,
     /// Eviction policy of every replica's cache (live and simulated).
     pub eviction: EvictionKind,
@@ -91,6 +105,20 @@ pub struct LiveSetup<'a> {
 }
 
 impl LiveSetup<'_> {
+    /// Replica processes: replicas × shards.
+    fn servers(&self) -> usize {
+        self.replicas * self.shards.count
+    }
+
+    /// The index directory of shard `s`.
+    fn shard_index(&self, s: usize) -> PathBuf {
+        if self.shards.count > 1 {
+            replica::shard_dir(&self.index, s as u32)
+        } else {
+            self.index.clone()
+        }
+    }
+
     /// The load the live balancer and the queueing prediction bound `kind` by.
     fn live_load_for(&self, kind: PolicyKind) -> balancer::LoadKind {
         match self.others_load {
@@ -177,8 +205,14 @@ pub struct Predicted {
 pub struct LiveReport {
     /// One row per policy, in run order.
     pub rows: Vec<LiveRow>,
-    /// Replicas started per policy.
+    /// Replicas started per policy (of each shard).
     pub replicas: usize,
+    /// Shards.
+    pub shards: usize,
+    /// The balancer's `[shards] route` (with shards).
+    pub shard_route: String,
+    /// Whether each shard had a table of its own.
+    pub table_per_shard: bool,
     /// Per-replica cache bytes.
     pub cache_bytes: u64,
     /// Eviction policy of every replica's cache.
@@ -222,7 +256,7 @@ pub fn run(setup: &LiveSetup<'_>) -> Result<LiveReport> {
     for (&kind, sim) in setup.policies.iter().zip(&simulated) {
         println!(
             "live: {kind}: starting {} replicas and the balancer (load {}, work from {})",
-            setup.replicas,
+            setup.servers(),
             setup.live_load_for(kind),
             setup.routing.work_source
         );
@@ -233,14 +267,19 @@ pub fn run(setup: &LiveSetup<'_>) -> Result<LiveReport> {
         };
         let (miss, hit) = (s1.miss_bytes + s2.miss_bytes, s1.hit_bytes + s2.hit_bytes);
         let queries = s1.queries + s2.queries;
-        let max_share = (0..setup.replicas)
+        let max_share = (0..setup.servers())
             .map(|i| delta(s1, i, "queries") + delta(s2, i, "queries"))
             .max()
             .unwrap_or(0);
-        let flash_max = (0..setup.replicas)
-            .map(|i| delta(s1, i, "flash_bytes") + delta(s2, i, "flash_bytes"))
-            .max()
-            .unwrap_or(0);
+        let flash = |i: usize| delta(s1, i, "flash_bytes") + delta(s2, i, "flash_bytes");
+        // The busiest replica's share of its own shard's flash bytes (1/R is balance).
+        let flash_share_max = (0..setup.shards.count)
+            .map(|s| {
+                let shard = (s * setup.replicas..(s + 1) * setup.replicas).map(flash);
+                let (max, sum) = shard.fold((0, 0), |(m, t), b| (m.max(b), t + b));
+                ratio(max, sum)
+            })
+            .fold(0.0, f64::max);
         let row = LiveRow {
             policy: kind.name().to_owned(),
             simulated_miss_bytes_ratio: sim.miss_bytes_ratio,
@@ -252,10 +291,10 @@ pub fn run(setup: &LiveSetup<'_>) -> Result<LiveReport> {
                 s2.miss_bytes_ratio.unwrap_or(0.0),
             ],
             measured_overflow_share: run.overflow_share,
-            measured_imbalance: ratio(max_share * setup.replicas as u64, queries),
+            measured_imbalance: ratio(max_share * setup.servers() as u64, queries),
             flash_bytes_per_query: ratio(s1.flash_bytes + s2.flash_bytes, queries),
             simulated_flash_share_max: sim.flash_share_max,
-            measured_flash_share_max: ratio(flash_max, s1.flash_bytes + s2.flash_bytes),
+            measured_flash_share_max: flash_share_max,
             saturation_qps: run.saturate.throughput(),
             saturation_p99_ms: run.saturate.latency_ms(99.0),
             offered_qps: run.offered_qps,
@@ -300,6 +339,9 @@ pub fn run(setup: &LiveSetup<'_>) -> Result<LiveReport> {
     Ok(LiveReport {
         rows,
         replicas: setup.replicas,
+        shards: setup.shards.count,
+        shard_route: setup.shards.route.clone(),
+        table_per_shard: !setup.shards.tables.is_empty(),
         cache_bytes: setup.cache_bytes,
         eviction: setup.eviction,
         flash_read_mbps: setup.flash_read_mbps,
@@ -336,15 +378,18 @@ fn serve_policy(
 ) -> Result<PolicyRun> {
     let logs = setup.work_dir.join(kind.name());
     std::fs::create_dir_all(&logs).with_context(|| format!("{}: cannot create", logs.display()))?;
-    let spec = ReplicaSpec {
-        index: setup.index.clone(),
-        cache_bytes: setup.cache_bytes,
-        eviction: setup.eviction,
-        flash_read_mbps: setup.flash_read_mbps,
-    };
-    let replicas = (0..setup.replicas)
-        .map(|i| start_replica(&spec, i, &logs))
-        .collect::<Result<Vec<_>>>()?;
+    let mut replicas = Vec::with_capacity(setup.servers());
+    for s in 0..setup.shards.count {
+        let spec = ReplicaSpec {
+            index: setup.shard_index(s),
+            cache_bytes: setup.cache_bytes,
+            eviction: setup.eviction,
+            flash_read_mbps: setup.flash_read_mbps,
+        };
+        for j in 0..setup.replicas {
+            replicas.push(start_replica(&spec, &replica_name(setup, s, j), &logs)?);
+        }
+    }
     let spec = BalancerSpec {
         policy: kind.name().to_owned(),
         table: kind.needs_table().then(|| setup.table.clone()),
@@ -358,6 +403,15 @@ fn serve_policy(
         homes: setup.routing.homes,
         load_window: DEFAULT_WINDOW,
         backlog_reports_ms: setup.backlog_reports_ms,
+        shards: (setup.shards.count > 1).then(|| ShardsSpec {
+            count: setup.shards.count,
+            route: setup.shards.route.clone(),
+            tables: if kind.needs_table() {
+                setup.shards.tables.clone()
+            } else {
+                Vec::new()
+            },
+        }),
     };
     let members: Vec<&Proc> = replicas.iter().collect();
     let balancers = (0..setup.balancers.max(1))
@@ -413,6 +467,15 @@ fn serve_policy(
         offered_qps,
         overflow_share: after.overflow_share_since(&before),
     })
+}
+
+/// The name of replica `j` of shard `s` (`r<j>` without shards).
+fn replica_name(setup: &LiveSetup<'_>, s: usize, j: usize) -> String {
+    if setup.shards.count > 1 {
+        format!("s{s}r{j}")
+    } else {
+        format!("r{j}")
+    }
 }
 
 fn fail_if_interrupted(m: &Measured) -> Result<()> {
@@ -513,6 +576,7 @@ fn predict(
     };
     let policy = build_policy(kind, &params)?;
     let mut cfg = QueueConfig::new(setup.replicas, setup.cache_bytes);
+    cfg.fanout = cache_sim::queueing::Fanout::Shards(setup.shards.count);
     cfg.eviction = setup.eviction;
     cfg.balancer.load = setup.live_load_for(kind);
     cfg.balancer.work_query_bytes = setup.routing.work_query_bytes;
@@ -559,9 +623,11 @@ fn simulate(setup: &LiveSetup<'_>, table: &Arc<VotingTable>) -> Result<Vec<Simul
         table: Some(table.clone()),
         ..PolicyParams::new(setup.replicas)
     };
+    // One column of replicas (one per shard) caches what one replica of the whole index
+    // would: S times a shard replica's bytes, of lists S times as long.
     let cfg = SimConfig {
         replicas: setup.replicas,
-        capacity_bytes: setup.cache_bytes,
+        capacity_bytes: setup.cache_bytes * setup.shards.count as u64,
         eviction: setup.eviction,
         window: DEFAULT_WINDOW,
         seed: 1,

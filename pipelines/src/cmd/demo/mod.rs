@@ -47,9 +47,23 @@ pub struct DemoArgs {
     /// Output directory for the index, table, report, JSON, charts and process logs.
     #[arg(long, default_value = "out/demo")]
     pub out: PathBuf,
-    /// Number of replicas R.
+    /// Number of replicas R (of each shard, with --shards).
     #[arg(long, default_value_t = 8)]
     pub replicas: usize,
+    /// Document shards S of the index: the live part starts S × R replica processes (R per
+    /// shard), and the balancer fans each query out to one replica of every shard and
+    /// merges the answers (its `[shards]` section).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=16))]
+    pub shards: u32,
+    /// With --shards: how the balancer picks each shard's replica, `same-column` (the
+    /// policy decides once, in shard 0, and every shard follows) or `per-shard` (each shard
+    /// routes its part itself).
+    #[arg(long, default_value = "same-column", value_parser = ["same-column", "per-shard"])]
+    pub shard_route: String,
+    /// With --shard-route per-shard: train one table per shard, on that shard's own sizes,
+    /// and give each shard its own.
+    #[arg(long)]
+    pub table_per_shard: bool,
     /// Per-replica cache size the voting table is trained for (and the live run uses).
     #[arg(long, default_value_t = 0.05)]
     pub train_cache_frac: f64,
@@ -126,6 +140,9 @@ impl DemoArgs {
                 self.replicas
             );
         }
+        if self.table_per_shard && (self.shard_route != "per-shard" || self.shards < 2) {
+            bail!("--table-per-shard needs --shards of 2 or more and --shard-route per-shard");
+        }
         check_fraction("--train-cache-frac", self.train_cache_frac)?;
         for &f in &self.cache_frac {
             check_fraction("--cache-frac", f)?;
@@ -147,6 +164,24 @@ impl DemoArgs {
         }
         Ok(())
     }
+}
+
+/// Writes the size table of the whole index, `out`: each term's stored bytes summed over
+/// the `shards` shards of `root` (what a query reads over every shard, the bytes the
+/// simulators and the table count).
+fn sum_shard_sizes(root: &std::path::Path, shards: u32, out: &std::path::Path) -> Result<()> {
+    let mut total: std::collections::BTreeMap<String, u64> = std::collections::BTreeMap::new();
+    for s in 0..shards {
+        let path = replica::shard_dir(root, s).join("sizes.parquet");
+        let table = data::sizes::SizeTable::read_parquet(&path)
+            .with_context(|| format!("{}: cannot read", path.display()))?;
+        for (term, bytes) in table.sorted() {
+            *total.entry(term.to_owned()).or_insert(0) += bytes;
+        }
+    }
+    data::sizes::SizeTable::from_pairs(total)
+        .write_parquet(out)
+        .with_context(|| format!("{}: cannot write", out.display()))
 }
 
 /// Runs the demo.
@@ -182,18 +217,25 @@ pub fn run(args: &DemoArgs) -> Result<()> {
     let index = args.out.join("index");
     let table = args.out.join("table.parquet");
 
-    // 1. A replica index; its stored sizes are what every later step counts.
-    build_index::run(&BuildIndexArgs {
-        log: args.log.clone(),
-        sizes: SizeArgs {
-            sizes: args.sizes.clone(),
-            freq: args.freq.clone(),
-            docs: args.docs,
-            doc_len: args.doc_len,
+    // 1. A replica index (or one per shard); its stored sizes are what every later step
+    // counts.
+    build_index::run_sharded(
+        &BuildIndexArgs {
+            log: args.log.clone(),
+            sizes: SizeArgs {
+                sizes: args.sizes.clone(),
+                freq: args.freq.clone(),
+                docs: args.docs,
+                doc_len: args.doc_len,
+            },
+            output: index.clone(),
         },
-        output: index.clone(),
-    })?;
+        args.shards,
+    )?;
     let sizes_path = index.join("sizes.parquet");
+    if args.shards > 1 {
+        sum_shard_sizes(&index, args.shards, &sizes_path)?;
+    }
     let sizes = SizeArgs {
         sizes: Some(sizes_path.clone()),
         freq: None,
@@ -203,31 +245,46 @@ pub fn run(args: &DemoArgs) -> Result<()> {
 
     // 2. Train, 3. simulate every policy.
     let defaults = RefineConfig::default();
-    train::run(&TrainArgs {
-        log: args.log.clone(),
-        sizes: sizes.clone(),
-        split: split.clone(),
-        replicas: args.replicas,
-        cache_frac: args.train_cache_frac,
-        eviction: args.eviction,
-        eps: balancer::policy::DEFAULT_EPS,
-        iterations: defaults.iterations,
-        seed: 1,
-        min_term_freqs: vec![2, 3],
-        ufactors: vec![10, 30, 60],
-        move_margin: defaults.move_margin,
-        price_step: defaults.price_step,
-        secondary: defaults.secondary,
-        patience: defaults.patience,
-        flash_price: args.flash_price,
-        routing: args.routing.clone(),
-        validation_frac: 0.1,
-        refine_sample: learner::train::DEFAULT_REPLAY_FIT_MAX,
-        engine: None,
-        output: table.clone(),
-        report: Some(args.out.join("train.json")),
-        svg: Some(args.out.join("train.svg")),
-    })?;
+    let train_on = |sizes: &SizeArgs, output: &std::path::Path, report: bool| {
+        train::run(&TrainArgs {
+            log: args.log.clone(),
+            sizes: sizes.clone(),
+            split: split.clone(),
+            replicas: args.replicas,
+            cache_frac: args.train_cache_frac,
+            eviction: args.eviction,
+            eps: balancer::policy::DEFAULT_EPS,
+            iterations: defaults.iterations,
+            seed: 1,
+            min_term_freqs: vec![2, 3],
+            ufactors: vec![10, 30, 60],
+            move_margin: defaults.move_margin,
+            price_step: defaults.price_step,
+            secondary: defaults.secondary,
+            patience: defaults.patience,
+            flash_price: args.flash_price,
+            routing: args.routing.clone(),
+            validation_frac: 0.1,
+            refine_sample: learner::train::DEFAULT_REPLAY_FIT_MAX,
+            engine: None,
+            output: output.to_owned(),
+            report: report.then(|| args.out.join("train.json")),
+            svg: report.then(|| args.out.join("train.svg")),
+        })
+    };
+    train_on(&sizes, &table, true)?;
+    let mut shard_tables = Vec::new();
+    if args.table_per_shard {
+        for s in 0..args.shards {
+            let shard_sizes = SizeArgs {
+                sizes: Some(replica::shard_dir(&index, s).join("sizes.parquet")),
+                ..sizes.clone()
+            };
+            let t = args.out.join(format!("table-shard-{s}.parquet"));
+            train_on(&shard_sizes, &t, false)?;
+            shard_tables.push(t);
+        }
+    }
     let eval = EvalArgs {
         log: args.log.clone(),
         sizes: sizes.clone(),
@@ -252,7 +309,8 @@ pub fn run(args: &DemoArgs) -> Result<()> {
         let loaded = sizes.load(&dataset)?;
         let all =
             cache_sim::sim::Trace::build(dataset.ordered(&order), order.train().len(), &loaded);
-        let cache_bytes = all.capacity_for(args.train_cache_frac);
+        // Each shard's replica caches its share of the lists: 1/S of the whole's capacity.
+        let cache_bytes = all.capacity_for(args.train_cache_frac) / u64::from(args.shards);
         drop(all);
         let pick = |ids: &[u32]| -> Vec<String> {
             ids.iter()
@@ -266,6 +324,11 @@ pub fn run(args: &DemoArgs) -> Result<()> {
         let n_steady = args.live_steady;
         let setup = live::LiveSetup {
             replicas: args.replicas,
+            shards: live::ShardSetup {
+                count: args.shards as usize,
+                route: args.shard_route.clone(),
+                tables: shard_tables,
+            },
             index: index.clone(),
             sizes_path,
             sizes: &loaded,

@@ -1,0 +1,232 @@
+//! A sharded backend end to end: `ballot build-index --shards 2`, four real replicas (two
+//! per shard) and `ballot balancer` with `[shards]`, against one replica of the same index
+//! built in one shard, over real HTTP on loopback.
+//!
+//! - The balancer's merged answer equals the one-shard index's answer (the same first `k`
+//!   doc ids and the same match count) for 1,000 queries of the log, and names both shards.
+//! - One replica of shard 1 SIGKILLed in the middle of an open-loop replay fails no query:
+//!   shard 1's other replica takes its part.
+//! - With shard 1's last replica killed too, `missing = "error"` answers 502 naming shard
+//!   1, and a balancer with `missing = "partial"` answers 200 with shard 0's part alone,
+//!   flagged `partial` and equal to what shard 0's replica answers.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use e2e::{ballot_within, bin, heavy, http_get, stderr, wait_until, Balancer, Running, Server};
+use serde_json::Value;
+
+const QUERIES: usize = 6000;
+const DOCS: &str = "50000";
+
+fn start(args: &[&str], stderr_log: &Path) -> Server {
+    Server::start(
+        Command::new(bin("ballot")).args(args),
+        stderr_log,
+        &format!("ballot {}", args.join(" ")),
+    )
+}
+
+fn replica(index: &Path, id: &str, dir: &Path) -> Server {
+    start(
+        &[
+            "replica",
+            "--index",
+            index.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+            "--cache-bytes",
+            "2000000",
+            "--id",
+            id,
+        ],
+        &dir.join(format!("{id}.stderr")),
+    )
+}
+
+fn build(out: &Path, shards: &str) {
+    let built = ballot_within(
+        &[
+            "build-index",
+            "--synth-queries",
+            &QUERIES.to_string(),
+            "--docs",
+            DOCS,
+            "--shards",
+            shards,
+            "-o",
+            out.to_str().unwrap(),
+        ],
+        Duration::from_secs(120),
+    );
+    assert!(built.status.success(), "{}", stderr(&built));
+}
+
+/// A balancer over `replicas` (`(name, address, shard)`) with `missing` for a shard gone.
+fn balancer(replicas: &[(String, String, usize)], missing: &str) -> Balancer {
+    let mut config = format!(
+        "listen = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"\n\
+         request_timeout_ms = 2000\ndeadline_ms = 10000\nretries = 2\n\n\
+         [health]\ninterval_ms = 200\ntimeout_ms = 200\nfall = 2\nrise = 2\n\n\
+         [policy]\nname = \"ch-bl\"\n\n[shards]\nroute = \"same-column\"\nmissing = \"{missing}\"\n"
+    );
+    for (name, address, shard) in replicas {
+        config += &format!(
+            "\n[[replicas]]\nname = \"{name}\"\naddress = \"{address}\"\nshard = {shard}\n"
+        );
+    }
+    let mut cmd = Command::new(bin("ballot"));
+    cmd.arg("balancer");
+    Balancer::start_with(cmd, tempfile::tempdir().unwrap(), &config)
+}
+
+/// `GET /search?q=..&k=10` on `addr`: status and JSON body.
+fn search(addr: &str, q: &str) -> (u16, Value) {
+    let target = format!("/search?q={}&k=10", encode(q));
+    let (status, body) = http_get(addr, &target, Duration::from_secs(10))
+        .unwrap_or_else(|| panic!("no answer from {addr} to {target}"));
+    let json = serde_json::from_str(&body).unwrap_or_else(|e| panic!("{body}: {e}"));
+    (status, json)
+}
+
+fn encode(q: &str) -> String {
+    q.bytes()
+        .map(|b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// `GET /stats` of a replica: its `queries` counter (0 if it cannot be reached).
+fn replica_queries(addr: &str) -> u64 {
+    http_get(addr, "/stats", Duration::from_secs(2))
+        .and_then(|(_, body)| serde_json::from_str::<Value>(&body).ok())
+        .and_then(|v| v["queries"].as_u64())
+        .unwrap_or(0)
+}
+
+#[test]
+fn sharded_answers_equal_one_index_and_survive_a_replica_and_a_shard_lost() {
+    let _heavy = heavy();
+    let tmp = tempfile::tempdir().unwrap();
+    let (whole, sharded) = (tmp.path().join("whole"), tmp.path().join("sharded"));
+    build(&whole, "1");
+    build(&sharded, "2");
+    let reference = replica(&whole, "whole", tmp.path());
+    let mut servers = Vec::new();
+    let mut members = Vec::new();
+    for shard in 0..2 {
+        for column in 0..2 {
+            let name = format!("s{shard}r{column}");
+            let server = replica(&sharded.join(format!("shard-{shard}")), &name, tmp.path());
+            members.push((name, server.addr().to_string(), shard));
+            servers.push(Some(server));
+        }
+    }
+    let b = balancer(&members, "error");
+    let (addr, reference_addr) = (b.addr().to_string(), reference.addr().to_string());
+
+    // 1. The merged answers are the one-shard index's.
+    let log = data::synth::generate(&data::synth::SynthConfig {
+        queries: QUERIES,
+        ..data::synth::SynthConfig::default()
+    });
+    let mut with_hits = 0;
+    for q in log.queries.iter().take(1000) {
+        let (s1, one) = search(&reference_addr, q);
+        let (s2, merged) = search(&addr, q);
+        assert_eq!((s1, s2), (200, 200), "{q:?}: {one} / {merged}");
+        assert_eq!(
+            merged["doc_ids"], one["doc_ids"],
+            "{q:?}: {merged} vs {one}"
+        );
+        assert_eq!(merged["total_hits"], one["total_hits"], "{q:?}");
+        assert_eq!(merged["shards"]["answered"], serde_json::json!([0, 1]));
+        assert_eq!(merged["partial"], false);
+        with_hits += usize::from(one["total_hits"].as_u64() > Some(0));
+    }
+    // The comparison means something only if many queries match documents.
+    assert!(with_hits >= 300, "only {with_hits} of 1000 queries match");
+
+    // 2. One replica of shard 1 killed under load: no query fails.
+    let report = tmp.path().join("replay.json");
+    let replay = Command::new(bin("ballot"))
+        .args([
+            "replay",
+            "--target",
+            &format!("http://{addr}"),
+            "--synth-queries",
+            &QUERIES.to_string(),
+            "--part",
+            "all",
+            "--rate",
+            "600",
+            "--timeout",
+            "20s",
+            "--json",
+            report.to_str().unwrap(),
+        ])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(tmp.path().join("replay.stderr")).unwrap())
+        .spawn()
+        .expect("replay starts");
+    let mut replay = Running::new(replay, "ballot replay");
+    let victim_addr = members[3].1.clone();
+    wait_until(Duration::from_secs(60), "s1r1 serving 300 queries", || {
+        assert!(replay.try_wait().is_none(), "replay ended early");
+        replica_queries(&victim_addr) >= 300
+    });
+    servers[3].take().unwrap().kill();
+    let status = replay.wait_within(Duration::from_secs(120));
+    assert!(
+        status.success(),
+        "replay failed: {}",
+        std::fs::read_to_string(tmp.path().join("replay.stderr")).unwrap_or_default()
+    );
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(r["sent"], QUERIES, "{r}");
+    assert_eq!(r["ok"], QUERIES, "every query answered: {r}");
+    assert_eq!(r["error_total"], 0, "no query failed: {r}");
+    assert!(
+        b.series("ballot_fanout_total", "answer=\"full\"")
+            .unwrap_or(0.0)
+            >= QUERIES as f64,
+        "every replayed query was answered by both shards"
+    );
+
+    // 3. Shard 1 gone: an error, or a partial answer.
+    servers[2].take().unwrap().kill();
+    let partial = balancer(&members, "partial");
+    let q = log
+        .queries
+        .iter()
+        .find(|q| search(&members[0].1, q).1["total_hits"].as_u64() > Some(0))
+        .expect("a query with matches in shard 0");
+    let shard0 = search(&members[0].1, q).1;
+    wait_until(
+        Duration::from_secs(20),
+        "the error balancer refusing",
+        || search(&addr, q).0 == 502,
+    );
+    let (status, refused) = search(&addr, q);
+    assert_eq!(status, 502, "{refused}");
+    assert!(
+        refused["error"].as_str().unwrap().contains("shard 1"),
+        "{refused}"
+    );
+    assert_eq!(refused["shards"]["answered"], serde_json::json!([0]));
+    let paddr = partial.addr().to_string();
+    wait_until(
+        Duration::from_secs(20),
+        "the partial balancer answering",
+        || search(&paddr, q).1["partial"] == true,
+    );
+    let (status, got) = search(&paddr, q);
+    assert_eq!(status, 200, "{got}");
+    assert_eq!(got["partial"], true);
+    assert_eq!(got["shards"]["missing"][0]["shard"], 1, "{got}");
+    assert_eq!(got["doc_ids"], shard0["doc_ids"]);
+    assert_eq!(got["total_hits"], shard0["total_hits"]);
+}
