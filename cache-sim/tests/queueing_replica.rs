@@ -301,12 +301,12 @@ fn the_demo_phases_run_back_to_back() {
         rate: 1.0,
     };
     // The demo's rate: 0.6 × the saturation throughput.
-    let saturation = simulate_live(&t, policy.as_ref(), &cfg, &plan)
+    let saturation = simulate_live(&t, Router::Policy(policy.as_ref()), &cfg, &plan)
         .unwrap()
         .saturate
         .throughput_qps;
     plan.rate = 0.6 * saturation;
-    let p = simulate_live(&t, policy.as_ref(), &cfg, &plan).unwrap();
+    let p = simulate_live(&t, Router::Policy(policy.as_ref()), &cfg, &plan).unwrap();
     assert_eq!(p.saturate.throughput_qps, saturation);
     assert_eq!(
         (p.warm.ok, p.saturate.ok, p.steady.ok),
@@ -317,4 +317,39 @@ fn the_demo_phases_run_back_to_back() {
     let busy = |r: &PhaseResult| r.utilisation.iter().sum::<f64>();
     assert!(busy(&p.saturate) > busy(&p.steady));
     assert!(p.steady.latency_ms.p99 >= p.steady.latency_ms.p50);
+}
+
+#[test]
+fn per_shard_routing_with_one_load_blind_policy_per_shard_is_the_same_column() {
+    use cache_sim::queueing::{simulate_live, LivePlan};
+    // A policy that ignores load picks the same replica in every shard whether one
+    // decision serves every shard or each shard decides for itself, so the two routers
+    // must predict the same; the per-shard one must also take one policy per shard.
+    let t = synthetic();
+    let params = PolicyParams {
+        term_bytes: Arc::new(t.term_bytes_map()),
+        ..PolicyParams::new(4)
+    };
+    let a = build_policy(PolicyKind::QueryHash, &params).unwrap();
+    let b = build_policy(PolicyKind::QueryHash, &params).unwrap();
+    let mut cfg = QueueConfig::new(4, t.capacity_for(0.05) / 2);
+    cfg.fanout = Fanout::Shards(2);
+    cfg.replica.flash_read_mbps = Some(4.0);
+    cfg.replica.cpu_us = 200.0;
+    let plan = LivePlan {
+        saturate: 4000,
+        concurrency: 16,
+        rate: 100.0,
+    };
+    let one = simulate_live(&t, Router::Policy(a.as_ref()), &cfg, &plan).unwrap();
+    let each = simulate_live(&t, Router::PerShard(&[a.as_ref(), b.as_ref()]), &cfg, &plan).unwrap();
+    assert_eq!(one.saturate.throughput_qps, each.saturate.throughput_qps);
+    assert_eq!(one.steady.latency_ms.p99, each.steady.latency_ms.p99);
+    assert_eq!(
+        one.saturate.miss_bytes_ratio,
+        each.saturate.miss_bytes_ratio
+    );
+    assert!(one.saturate.throughput_qps > 0.0);
+    let err = simulate_live(&t, Router::PerShard(&[a.as_ref()]), &cfg, &plan).unwrap_err();
+    assert!(err.to_string().contains("one per shard"), "{err}");
 }

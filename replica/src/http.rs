@@ -167,6 +167,10 @@ struct SearchResponse<'a> {
     cache: CacheCounts,
     took_us: u64,
     replica: &'a str,
+    /// The shard of a document-partitioned index this replica serves (none: the whole
+    /// index), which a sharded balancer checks against its config.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    shard: Option<crate::index::Shard>,
 }
 
 /// `q` and `k` from a raw query string, or the reason they are invalid.
@@ -249,6 +253,7 @@ async fn search(State(state): State<Arc<AppState>>, RawQuery(raw): RawQuery) -> 
                 cache: a.cache,
                 took_us: start.elapsed().as_micros() as u64,
                 replica: &state.replica,
+                shard: state.engine.store.directory().manifest.shard,
             })
             .into_response();
             // The same, and the backlog, as an ORCA load report (`endpoint-load-metrics`),

@@ -3,7 +3,8 @@
 //! built in one shard, over real HTTP on loopback.
 //!
 //! - The balancer's merged answer equals the one-shard index's answer (the same first `k`
-//!   doc ids and the same match count) for 1,000 queries of the log, and names both shards.
+//!   doc ids and the same match count) for 1,000 queries of the log, and names both shards;
+//!   replicas listed under the wrong shard are refused (502), not merged.
 //! - One replica of shard 1 SIGKILLed in the middle of an open-loop replay fails no query:
 //!   shard 1's other replica takes its part.
 //! - With shard 1's last replica killed too, `missing = "error"` answers 502 naming shard
@@ -149,6 +150,18 @@ fn sharded_answers_equal_one_index_and_survive_a_replica_and_a_shard_lost() {
     }
     // The comparison means something only if many queries match documents.
     assert!(with_hits >= 300, "only {with_hits} of 1000 queries match");
+
+    // A replica listed under another shard than its index's is refused, not merged.
+    let swapped: Vec<(String, String, usize)> = members
+        .iter()
+        .map(|(n, a, s)| (n.clone(), a.clone(), 1 - s))
+        .collect();
+    let wrong = balancer(&swapped, "error");
+    let (status, refused) = search(&wrong.addr().to_string(), &log.queries[0]);
+    assert_eq!(status, 502, "{refused}");
+    let error = refused["error"].as_str().unwrap();
+    assert!(error.contains("serves shard 1 of 2"), "{refused}");
+    drop(wrong);
 
     // 2. One replica of shard 1 killed under load: no query fails.
     let report = tmp.path().join("replay.json");

@@ -357,6 +357,21 @@ async fn post_table(
         let e = ReloadError::NoTable(app.state.kind.to_string());
         return json_error(StatusCode::CONFLICT, e.to_string());
     }
+    if app
+        .state
+        .cfg
+        .config
+        .shards
+        .iter()
+        .any(|s| !s.tables.is_empty())
+    {
+        metrics::counter!(m::RELOAD_FAILURES).increment(1);
+        return json_error(
+            StatusCode::CONFLICT,
+            "each shard reads its own table ([shards] tables): replace the files and send \
+             SIGHUP",
+        );
+    }
     let body = match read_body(&headers, body, app.state.cfg.config.admin_max_upload_bytes).await {
         Ok(b) => b,
         Err(r) => {
@@ -369,10 +384,10 @@ async fn post_table(
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.starts_with("application/json"))
         || body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
-    let (source, by_path) = if is_json {
+    let (bytes, by_path) = if is_json {
         match serde_json::from_slice::<TablePath>(&body) {
             Ok(p) => match read_table_file(&app, p.path.clone()).await {
-                Ok(bytes) => (Source::Bytes(bytes), Some(p.path)),
+                Ok(bytes) => (bytes, Some(p.path)),
                 Err(r) => return r,
             },
             Err(e) => {
@@ -390,10 +405,23 @@ async fn post_table(
             "empty body: send {\"path\": \"...\"} or a Parquet voting table",
         );
     } else {
-        (Source::Bytes(body.to_vec()), None)
+        (body.to_vec(), None)
     };
     drop(body);
+    // Every shard takes the same table (without `[shards]`, the one): each compiles its
+    // own copy of the bytes.
+    let mut sources: Vec<Source> = app
+        .proxies()
+        .map(|_| Source::Bytes(bytes.clone()))
+        .collect();
+    drop(bytes);
+    let source = sources.remove(0);
     if check {
+        for (proxy, other) in app.proxies().skip(1).zip(sources) {
+            if let Err(e) = crate::reload::check(Arc::clone(&proxy.state), other).await {
+                return json_error(StatusCode::UNPROCESSABLE_ENTITY, e.to_string());
+            }
+        }
         return match crate::reload::check(Arc::clone(&app.state), source).await {
             Ok(checked) => Json(checked).into_response(),
             Err(e @ ReloadError::NoTable(_)) => json_error(StatusCode::CONFLICT, e.to_string()),
@@ -403,39 +431,17 @@ async fn post_table(
             Err(e) => json_error(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()),
         };
     }
-    if app.fanout.as_ref().is_some_and(|_| {
-        app.state
-            .cfg
-            .config
-            .shards
-            .iter()
-            .any(|s| !s.tables.is_empty())
-    }) {
-        return json_error(
-            StatusCode::CONFLICT,
-            "each shard reads its own table ([shards] tables): replace the files and send \
-             SIGHUP",
-        );
-    }
-    let (source, others) = match source {
-        // The other shards take the same table: each compiles its own copy.
-        Source::Bytes(b) => {
-            let others: Vec<Source> = app
-                .fanout
-                .iter()
-                .flat_map(|f| f.others.iter())
-                .map(|_| Source::Bytes(b.clone()))
-                .collect();
-            (Source::Bytes(b), others)
-        }
-        path => (path, Vec::new()),
-    };
     let first = reload(Arc::clone(&app.state), source).await;
     if first.is_ok() {
-        let shards = app.fanout.iter().flat_map(|f| f.others.iter());
-        for (proxy, source) in shards.zip(others) {
-            if let Err(e) = reload(Arc::clone(&proxy.state), source).await {
-                tracing::error!("a shard refused the table shard 0 took: {e}");
+        for ((shard, proxy), other) in app.proxies().enumerate().skip(1).zip(sources) {
+            // Shard 0 took the same bytes for the same replica count: a refusal here is
+            // a fault of this balancer, not of the table.
+            if let Err(e) = reload(Arc::clone(&proxy.state), other).await {
+                tracing::error!("shard {shard} refused the table shard 0 took: {e}");
+                return json_error(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    format!("shard 0 took the table, shard {shard} refused it: {e}"),
+                );
             }
         }
     }

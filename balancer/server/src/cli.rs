@@ -108,7 +108,7 @@ async fn run(cfg: crate::config::Validated, workers: usize) -> anyhow::Result<()
     let listen = cfg.config.listen;
     let admin_listen = cfg.config.admin_listen;
     let drain_limit = cfg.deadline() + Duration::from_secs(1);
-    let table_path = cfg.config.policy.table.clone();
+    let table_path = cfg.shard(0).config.policy.table;
     let limits = client_limits(&cfg)?;
     let admin_limits = serving::Limits {
         max_connections: ADMIN_MAX_CONNECTIONS,
@@ -117,6 +117,7 @@ async fn run(cfg: crate::config::Validated, workers: usize) -> anyhow::Result<()
     if let (Some(p), true) = (&table_path, cfg.policy.needs_table()) {
         tracing::info!("loading voting table {}", p.display());
     }
+    let table_path = table_path.is_some();
     let app = App::build(cfg)?;
 
     let mut clients = front::bind(listen, workers)
@@ -146,7 +147,7 @@ async fn run(cfg: crate::config::Validated, workers: usize) -> anyhow::Result<()
     let hup_app = Arc::clone(&app);
     tokio::spawn(async move {
         while hup.recv().await.is_some() {
-            if table_path.is_none() {
+            if !table_path {
                 tracing::info!("SIGHUP ignored: no voting table configured");
                 continue;
             }

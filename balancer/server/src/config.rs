@@ -253,7 +253,8 @@ pub struct ShardsConfig {
     #[serde(default)]
     pub missing: MissingShard,
     /// Policy `table` with `route = "per-shard"`: one voting table per shard, in shard
-    /// order (relative to this file); without it every shard reads `[policy] table`.
+    /// order (relative to this file), in place of `[policy] table`; without it every shard
+    /// reads `[policy] table`.
     #[serde(default)]
     pub tables: Vec<PathBuf>,
 }
@@ -772,7 +773,8 @@ impl Config {
                 h.path
             )));
         }
-        if policy.needs_table() && config.policy.table.is_none() {
+        let shard_tables = config.shards.as_ref().is_some_and(|s| !s.tables.is_empty());
+        if policy.needs_table() && config.policy.table.is_none() && !shard_tables {
             return Err(invalid(format!(
                 "policy `{policy}` needs policy.table (a voting-table Parquet path)"
             )));
@@ -934,6 +936,10 @@ fn check_shards(config: &Config, policy: PolicyKind) -> Result<usize, String> {
              must be the `ballot` preset"
         ));
     }
+    if config.shadow.is_some() {
+        // A shadow cache would price a shard's replica with the whole index's list sizes.
+        return Err("[shadow] is not supported with [shards]".into());
+    }
     if config.fallback != "refuse" {
         return Err("a sharded balancer routes searches only: fallback must be \"refuse\"".into());
     }
@@ -1079,6 +1085,17 @@ address = "127.0.0.1:9000"
             let err = parse(&text).unwrap_err().to_string();
             assert!(err.contains(expect), "{shards:?}: {err}");
         }
+        // Per-shard tables stand in for [policy] table; shadow caches are refused.
+        let own = "[shards]\nroute = \"per-shard\"\ntables = [\"t0\", \"t1\"]";
+        let v = parse(&sharded("name = \"table\"", own, &four)).expect("valid");
+        assert_eq!(v.shard(1).config.policy.table, Some("/etc/b/t1".into()));
+        let shadow = "[shadow]\ncache_bytes = 100000\n[shards]";
+        let text = sharded("name = \"ch-bl\"\nsizes = \"s.parquet\"", shadow, &four);
+        let err = parse(&text).unwrap_err();
+        assert!(
+            err.to_string().contains("[shadow] is not supported"),
+            "{err}"
+        );
         let routes = "[shards]\n[[routes]]\npreset = \"solr\"";
         let err = parse(&sharded("name = \"ch-bl\"", routes, &four)).unwrap_err();
         assert!(

@@ -120,11 +120,12 @@ pub(crate) struct Refusal {
     /// Its message.
     pub message: String,
     /// Sent with `Retry-After: 1`.
-    retry_after: bool,
+    pub retry_after: bool,
 }
 
 impl Refusal {
-    fn new(status: StatusCode, message: impl Into<String>) -> Self {
+    /// An error answer of `status` saying `message`.
+    pub fn new(status: StatusCode, message: impl Into<String>) -> Self {
         Refusal {
             status,
             message: message.into(),
@@ -717,6 +718,7 @@ impl Proxy {
                         guard,
                         why,
                         answer,
+                        attempts: attempt + 1,
                     });
                 }
                 Ok(Err(e)) => {
@@ -776,6 +778,7 @@ impl Proxy {
             choice,
             guard,
             why,
+            attempts: _,
             answer:
                 Answer {
                     status,
@@ -852,4 +855,6 @@ pub(crate) struct Exchanged {
     pub why: m::RequestReason,
     /// The answer.
     pub answer: Answer,
+    /// Attempts made, this one included.
+    pub attempts: u32,
 }

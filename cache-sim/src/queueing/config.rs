@@ -379,6 +379,18 @@ impl QueueConfig {
                     }
                 }
             }
+            Router::PerShard(policies) => {
+                if self.replicas > MAX_REPLICAS {
+                    return Err(param("replicas", self.replicas, "at most 64 with a policy"));
+                }
+                if self.fanout != Fanout::Shards(policies.len()) {
+                    return Err(param(
+                        "per-shard policies",
+                        policies.len(),
+                        "one per shard of a sharded fan-out",
+                    ));
+                }
+            }
             Router::PowerOfD { d } => {
                 if *d == 0 {
                     return Err(param("d", 0, "at least 1"));
@@ -405,6 +417,11 @@ pub enum Router<'a> {
     /// index serves the query in every shard (one vote for all shards, as the voting
     /// backend does).
     Policy(&'a dyn RoutingPolicy),
+    /// Each shard's task is routed by that shard's policy (one per shard, in shard order)
+    /// over that shard's own load view: its replicas' tasks in flight, and its own window
+    /// of their work (`balancer-server`'s `[shards] route = "per-shard"`, where each shard
+    /// is a proxy of its own, with `tables` a table of its own).
+    PerShard(&'a [&'a dyn RoutingPolicy]),
     /// Each task goes to the server with the fewest tasks in flight among `d` drawn
     /// uniformly at random (with replacement) from its shard or pool (Mitzenmacher's
     /// power of d choices; `d = 1` is random assignment).
@@ -418,6 +435,7 @@ impl std::fmt::Debug for Router<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Router::Policy(p) => write!(f, "Policy({})", p.kind()),
+            Router::PerShard(ps) => write!(f, "PerShard({})", ps.len()),
             Router::PowerOfD { d } => write!(f, "PowerOfD({d})"),
         }
     }
@@ -428,6 +446,10 @@ impl Router<'_> {
     pub fn name(&self) -> String {
         match self {
             Router::Policy(p) => p.kind().name().to_owned(),
+            Router::PerShard(ps) => {
+                let name = ps.first().map_or("none", |p| p.kind().name());
+                format!("{name}-per-shard")
+            }
             Router::PowerOfD { d } => format!("pod-d{d}"),
         }
     }

@@ -14,7 +14,8 @@
 //! systems: network-scale latency analysis under general service-time distributions",
 //! 2018). A query may fan out to S shards × R replicas and complete with its slowest
 //! shard; each shard's replica is picked by one vote for all shards (the policy's index)
-//! or by power of d choices per shard ([`Router::PowerOfD`]).
+//! or by power of d choices per shard ([`Router::PowerOfD`]), or by each shard's own policy
+//! over that shard's own loads ([`Router::PerShard`]).
 //!
 //! - [`config`]: what is simulated ([`QueueConfig`], [`Router`], [`Arrivals`]).
 //! - [`Simulator`]: a cluster whose state (caches, loads, clock) persists across phases,
@@ -206,16 +207,17 @@ pub struct LivePrediction {
     pub steady: PhaseResult,
 }
 
-/// Runs `ballot demo`'s three live phases for one policy: warm-up and saturation closed
+/// Runs `ballot demo`'s three live phases for one router (a policy, or one per shard):
+/// warm-up and saturation closed
 /// loop with `plan.concurrency` clients, then the rest open loop at `plan.rate` on a
 /// fixed schedule (as `ballot replay --rate` sends).
 pub fn simulate_live(
     trace: &Trace,
-    policy: &dyn RoutingPolicy,
+    router: Router<'_>,
     cfg: &QueueConfig,
     plan: &LivePlan,
 ) -> Result<LivePrediction, QueueError> {
-    let mut sim = Simulator::new(Some(trace), Router::Policy(policy), cfg)?;
+    let mut sim = Simulator::new(Some(trace), router, cfg)?;
     let closed = Arrivals::Closed {
         clients: plan.concurrency,
     };

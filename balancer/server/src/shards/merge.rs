@@ -45,6 +45,41 @@ pub struct ShardAnswer {
     /// Cache accesses.
     #[serde(default)]
     pub cache: Cache,
+    /// The shard the replica's index holds, as its manifest says.
+    #[serde(default)]
+    pub shard: Option<ShardOf>,
+}
+
+/// A shard of a document-partitioned index: `index` of `count`.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+pub struct ShardOf {
+    /// The shard.
+    pub index: usize,
+    /// Shards of the index.
+    pub count: usize,
+}
+
+impl ShardAnswer {
+    /// Why this answer, from `replica`, cannot stand for shard `shard` of `count`: its
+    /// index is another shard, or the whole index (its documents would count twice).
+    pub fn misplaced(&self, replica: &str, shard: usize, count: usize) -> Option<String> {
+        let expected = ShardOf {
+            index: shard,
+            count,
+        };
+        match self.shard {
+            Some(s) if s == expected => None,
+            Some(s) => Some(format!(
+                "replica {replica} serves shard {} of {}, but is configured for shard \
+                 {shard} of {count}",
+                s.index, s.count
+            )),
+            None => Some(format!(
+                "replica {replica} names no shard in its answer (a whole index, or not a \
+                 ballot replica), but is configured for shard {shard} of {count}"
+            )),
+        }
+    }
 }
 
 /// A shard that did not answer.
@@ -144,6 +179,7 @@ mod tests {
                 miss_bytes: miss,
                 ..Cache::default()
             },
+            shard: None,
         }
     }
 

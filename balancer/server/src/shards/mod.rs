@@ -15,15 +15,20 @@
 //!   seed's power of d per shard with `policy = "p2c"`; with `table`, the choice among the
 //!   homes by backlog per shard), and with `tables` each shard votes with its own table.
 //!
-//! A shard with no replica left to answer (every attempt failed, or none live) makes the
-//! query fail (502, or 503 when no shard answered) or, with `missing = "partial"`, the
-//! answer is the other shards' merged answer with `"partial": true` and the missing shards
-//! named. A shard's 4xx (a bad `k`, say) is the client's answer as it came.
+//! A shard with no replica left to answer (every attempt failed, or none live), or whose
+//! replica's answer is unreadable or comes from another shard's index (each answer names
+//! its shard, from the index's manifest), makes the query fail (502; when no shard
+//! answered and every shard failed the same way, that status: 503 with no live replica,
+//! 504 past the deadline) or, with `missing = "partial"`, the answer is the other shards'
+//! merged answer with `"partial": true` and the missing shards named. A shard's 4xx (a bad
+//! `k`, say) is the client's answer as it came.
 //!
 //! The client's admission slot, request id, deadline and access-log line are the query's;
 //! each shard's part holds a place on its replica until that replica's answer has been
-//! read. `ballot_requests_total{replica}` counts the parts each replica answered, and
-//! `ballot_fanout_total{answer}` the queries by outcome.
+//! read. Each shard's proxy counts its own part as it counts a request without shards
+//! (`ballot_requests_total{replica}`, retries, `ballot_upstream_failures_total`, client
+//! errors such as `no_replica`), and `ballot_fanout_total{answer}` counts the queries by
+//! outcome.
 
 pub mod merge;
 
@@ -44,7 +49,7 @@ use crate::access;
 use crate::config::{MissingShard, ShardRoute, ShardsConfig};
 use crate::forward::{self, X_REQUEST_ID};
 use crate::metrics as m;
-use crate::proxy::{target, Key, Proxy, Sending};
+use crate::proxy::{target, Key, Proxy, Refusal, Sending};
 use crate::upstream::read_whole;
 use merge::{merge, ShardAnswer};
 
@@ -88,8 +93,8 @@ struct Part {
 enum Outcome {
     /// Its replica answered.
     Answered(Part),
-    /// No replica answered (the refusal's status and message).
-    Failed(StatusCode, String),
+    /// No replica answered.
+    Failed(Refusal),
 }
 
 impl Fanout {
@@ -211,13 +216,16 @@ impl Fanout {
         let mut missing = Vec::new();
         let mut reason = "-";
         let mut attempts = 0;
+        // Retry later: some shard's queue or admission was full.
+        let mut retry_after = false;
         for (shard, outcome) in outcomes.into_iter().enumerate() {
             let part = match outcome {
-                Outcome::Failed(status, error) => {
+                Outcome::Failed(refusal) => {
+                    retry_after |= refusal.retry_after;
                     missing.push(merge::MissingShard {
                         shard,
-                        status: status.as_u16(),
-                        error,
+                        status: refusal.status.as_u16(),
+                        error: refusal.message,
                     });
                     continue;
                 }
@@ -239,10 +247,13 @@ impl Fanout {
                 return r;
             }
             let read = if part.status.is_success() {
-                serde_json::from_slice::<ShardAnswer>(&part.body).map_err(|e| {
-                    let error = format!("replica {}: unreadable answer: {e}", part.replica);
-                    (StatusCode::BAD_GATEWAY, error)
-                })
+                serde_json::from_slice::<ShardAnswer>(&part.body)
+                    .map_err(|e| format!("replica {}: unreadable answer: {e}", part.replica))
+                    .and_then(|a| match a.misplaced(&part.replica, shard, count) {
+                        Some(wrong) => Err(wrong),
+                        None => Ok(a),
+                    })
+                    .map_err(|error| (StatusCode::BAD_GATEWAY, error))
             } else {
                 let error = format!("replica {} answered {}", part.replica, part.status);
                 Err((part.status, error))
@@ -268,14 +279,12 @@ impl Fanout {
         let complete = missing.is_empty();
         if !complete && (answered.is_empty() || self.missing == MissingShard::Error) {
             self.failed.increment(1);
-            let status = if answered.is_empty()
-                && missing
-                    .iter()
-                    .all(|s| s.status == StatusCode::SERVICE_UNAVAILABLE.as_u16())
-            {
-                StatusCode::SERVICE_UNAVAILABLE
-            } else {
-                StatusCode::BAD_GATEWAY
+            // No shard answered, all for one reason (no live replica: 503; the deadline:
+            // 504): that status; otherwise the gateway's error.
+            let first = missing[0].status;
+            let status = match StatusCode::from_u16(first) {
+                Ok(s) if answered.is_empty() && missing.iter().all(|m| m.status == first) => s,
+                _ => StatusCode::BAD_GATEWAY,
             };
             let error = missing
                 .iter()
@@ -290,7 +299,12 @@ impl Fanout {
                     "missing": missing,
                 },
             });
-            return (status, Json(body)).into_response();
+            let mut r = (status, Json(body)).into_response();
+            if retry_after && status == StatusCode::SERVICE_UNAVAILABLE {
+                r.headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            }
+            return r;
         }
         if complete {
             self.full.increment(1);
@@ -314,7 +328,7 @@ impl Fanout {
 async fn send_part(proxy: &Proxy, sending: Sending<'_>, deadline: Instant) -> Outcome {
     let ex = match proxy.exchange(&sending, &mut None).await {
         Ok(ex) => ex,
-        Err(refusal) => return Outcome::Failed(refusal.status, refusal.message),
+        Err(refusal) => return Outcome::Failed(refusal),
     };
     let replica = &ex.choice.replica;
     match read_whole(ex.answer.body, &replica.pool, MAX_SHARD_ANSWER, deadline).await {
@@ -323,12 +337,12 @@ async fn send_part(proxy: &Proxy, sending: Sending<'_>, deadline: Instant) -> Ou
             body,
             replica: replica.name.clone(),
             reason: ex.why.name(),
-            attempts: 1,
+            attempts: ex.attempts,
         }),
-        Err(e) => Outcome::Failed(
+        Err(e) => Outcome::Failed(Refusal::new(
             StatusCode::BAD_GATEWAY,
             format!("replica {}: {e}", replica.name),
-        ),
+        )),
     }
 }
 

@@ -142,8 +142,10 @@ pub(crate) struct Engine<'a, C> {
     fanout: usize,
     pool: bool,
     servers: Vec<Server<C>>,
-    window: Window,
-    in_flight: InFlight,
+    /// The balancer's load views: one, or one per shard with [`Router::PerShard`].
+    windows: Vec<Window>,
+    /// See `windows`.
+    in_flights: Vec<InFlight>,
     events: Events,
     tasks: Vec<Task>,
     free_tasks: Vec<u32>,
@@ -195,6 +197,10 @@ impl<'a, C: Cache> Engine<'a, C> {
             }],
         };
         let seed = cfg.seed;
+        let views = match router {
+            Router::PerShard(_) => fanout,
+            _ => 1,
+        };
         Engine {
             trace,
             terms,
@@ -203,8 +209,10 @@ impl<'a, C: Cache> Engine<'a, C> {
             fanout,
             pool: matches!(cfg.fanout, Fanout::Pool { .. }),
             servers,
-            window: Window::new(cfg.replicas, cfg.balancer.window),
-            in_flight: InFlight::new(cfg.replicas),
+            windows: (0..views)
+                .map(|_| Window::new(cfg.replicas, cfg.balancer.window))
+                .collect(),
+            in_flights: (0..views).map(|_| InFlight::new(cfg.replicas)).collect(),
             events: Events::default(),
             tasks: Vec::new(),
             free_tasks: Vec::new(),

@@ -16,14 +16,15 @@ use crate::queueing::config::{Router, Service};
 use crate::queueing::service::draw;
 
 impl<C: Cache> Engine<'_, C> {
-    /// The policy's replica index for query `q` now (counted in the overflow share when
-    /// `counted`).
+    /// The policy's replica index for query `q` now over load view `v` (counted in the
+    /// overflow share when `counted`).
     #[inline]
     pub(super) fn route_policy(
         &mut self,
         policy: &dyn balancer::RoutingPolicy,
         q: usize,
         counted: bool,
+        v: usize,
     ) -> usize {
         let mut hashes = [0u64; MAX_TERMS];
         let (query_hash, n) = match self.trace {
@@ -39,10 +40,11 @@ impl<C: Cache> Engine<'_, C> {
         };
         let key = QueryKey::new(query_hash, &hashes[..n]);
         let b = &self.cfg.balancer;
+        let in_flight = &self.in_flights[v];
         let (base, stall): (&dyn LoadView, _) = match b.load {
-            LoadKind::InFlight => (&self.in_flight, None),
+            LoadKind::InFlight => (in_flight, None),
             LoadKind::Window | LoadKind::Work => (
-                &self.window,
+                &self.windows[v],
                 Some(Stall {
                     eps: b.stall_eps,
                     slack: b.stall_slack,
@@ -51,7 +53,7 @@ impl<C: Cache> Engine<'_, C> {
         };
         // Every replica of the simulated cluster is live and none is in slow start.
         let live = first_n_bits(self.replicas);
-        let view = Guarded::new(base, &self.in_flight, self.replicas, live, stall);
+        let view = Guarded::new(base, in_flight, self.replicas, live, stall);
         let d = policy
             .route(&key, &view, &mut self.route_rng)
             .expect("every simulated replica is live");
@@ -60,6 +62,16 @@ impl<C: Cache> Engine<'_, C> {
             self.ph.overflow += u64::from(d.reason.is_overflow());
         }
         usize::from(d.replica).min(self.replicas - 1)
+    }
+
+    /// What a query (or a shard's part) that read `miss` flash bytes adds to its replica's
+    /// window: 1 (`window`), its work (`work`), nothing (`in-flight`).
+    fn load_cost(&self, miss: u64) -> Option<u64> {
+        match self.cfg.balancer.load {
+            LoadKind::Window => Some(1),
+            LoadKind::Work => Some(self.cfg.balancer.work_query_bytes.saturating_add(miss)),
+            LoadKind::InFlight => None,
+        }
     }
 
     /// The server of task `j` of a query under power of `d` choices.
@@ -103,13 +115,23 @@ impl<C: Cache> Engine<'_, C> {
         });
         match self.router {
             Router::Policy(policy) => {
-                let index = self.route_policy(policy, q, counted);
+                let index = self.route_policy(policy, q, counted, 0);
                 self.queries[qi as usize].index = index as u16;
-                self.in_flight.start(index);
+                self.in_flights[0].start(index);
                 if self.cfg.balancer.load == LoadKind::Window {
-                    self.window.record_mut(index, 1);
+                    self.windows[0].record_mut(index, 1);
                 }
                 for s in 0..self.fanout {
+                    self.dispatch(qi, q, s * self.replicas + index);
+                }
+            }
+            Router::PerShard(policies) => {
+                for (s, &policy) in policies.iter().enumerate() {
+                    let index = self.route_policy(policy, q, counted, s);
+                    self.in_flights[s].start(index);
+                    if self.cfg.balancer.load == LoadKind::Window {
+                        self.windows[s].record_mut(index, 1);
+                    }
                     self.dispatch(qi, q, s * self.replicas + index);
                 }
             }
@@ -128,6 +150,10 @@ impl<C: Cache> Engine<'_, C> {
         let srv = &mut self.servers[server];
         if u64::from(srv.in_flight) >= self.cfg.replica.max_inflight {
             srv.stats.shed += 1;
+            if let Router::PerShard(_) = self.router {
+                // The shard's request ends with the replica's 503.
+                self.in_flights[server / self.replicas].finish(server % self.replicas);
+            }
             let query = &mut self.queries[qi as usize];
             query.failed = true;
             query.remaining -= 1;
@@ -265,6 +291,18 @@ impl<C: Cache> Engine<'_, C> {
             srv.busy += 1;
             self.start(next);
         }
+        if let Router::PerShard(_) = self.router {
+            // Each shard's proxy counts its own request, until its replica answers.
+            let (shard, index) = (
+                server as usize / self.replicas,
+                server as usize % self.replicas,
+            );
+            self.in_flights[shard].finish(index);
+            if self.cfg.balancer.load == LoadKind::Work {
+                let cost = self.cfg.balancer.work_query_bytes.saturating_add(miss);
+                self.windows[shard].record_mut(index, cost);
+            }
+        }
         let query = &mut self.queries[qi as usize];
         query.miss += miss;
         query.remaining -= 1;
@@ -289,14 +327,14 @@ impl<C: Cache> Engine<'_, C> {
         }
         if let Router::Policy(_) = self.router {
             let index = usize::from(query.index);
-            self.in_flight.finish(index);
+            self.in_flights[0].finish(index);
             if self.cfg.balancer.load == LoadKind::Work && !query.failed {
                 let cost = self
                     .cfg
                     .balancer
                     .work_query_bytes
                     .saturating_add(query.miss);
-                self.window.record_mut(index, cost);
+                self.windows[0].record_mut(index, cost);
             }
         }
         if self.ph.closed {
@@ -312,17 +350,22 @@ impl<C: Cache> Engine<'_, C> {
         self.ph.sent += u64::from(counted);
         self.ph.ok += u64::from(counted);
         let index = match self.router {
-            Router::Policy(policy) => Some(self.route_policy(policy, q, counted)),
-            Router::PowerOfD { .. } => None,
+            Router::Policy(policy) => Some(self.route_policy(policy, q, counted, 0)),
+            Router::PerShard(_) | Router::PowerOfD { .. } => None,
         };
         let mut miss = 0u64;
         for j in 0..self.fanout {
-            let server = match self.router {
-                Router::PowerOfD { d } => self.pick_pod(d, j),
-                Router::Policy(_) => j * self.replicas + index.unwrap_or(0),
+            let (server, view) = match self.router {
+                Router::PowerOfD { d } => (self.pick_pod(d, j), None),
+                Router::Policy(_) => (j * self.replicas + index.unwrap_or(0), None),
+                Router::PerShard(policies) => {
+                    let i = self.route_policy(policies[j], q, counted, j);
+                    (j * self.replicas + i, Some((j, i)))
+                }
             };
             let srv = &mut self.servers[server];
             srv.stats.tasks += 1;
+            let mut task_miss = 0u64;
             if let (Some(trace), Service::Flash) = (self.trace, self.cfg.service) {
                 let terms = trace.terms(q);
                 for &term in &terms[..terms.len().min(MAX_TERMS)] {
@@ -331,19 +374,20 @@ impl<C: Cache> Engine<'_, C> {
                         srv.stats.hit_bytes += bytes;
                     } else {
                         srv.stats.miss_bytes += bytes;
-                        miss += bytes;
+                        task_miss += bytes;
                     }
+                }
+            }
+            miss += task_miss;
+            if let Some((shard, i)) = view {
+                if let Some(c) = self.load_cost(task_miss) {
+                    self.windows[shard].record_mut(i, c);
                 }
             }
         }
         if let Some(index) = index {
-            let cost = match self.cfg.balancer.load {
-                LoadKind::Window => Some(1),
-                LoadKind::Work => Some(self.cfg.balancer.work_query_bytes.saturating_add(miss)),
-                LoadKind::InFlight => None,
-            };
-            if let Some(c) = cost {
-                self.window.record_mut(index, c);
+            if let Some(c) = self.load_cost(miss) {
+                self.windows[0].record_mut(index, c);
             }
         }
     }

@@ -559,7 +559,7 @@ fn predict(
     kind: PolicyKind,
     rate: f64,
 ) -> Result<Predicted> {
-    use cache_sim::queueing::{simulate_live, Cores, LivePlan, QueueConfig};
+    use cache_sim::queueing::{simulate_live, Cores, LivePlan, QueueConfig, Router};
     let queries = setup
         .warm
         .iter()
@@ -574,7 +574,30 @@ fn predict(
         table: Some(table.clone()),
         ..PolicyParams::new(setup.replicas)
     };
-    let policy = build_policy(kind, &params)?;
+    // Per shard: each shard's balancer routes with a policy of its own (its own table with
+    // `tables`); otherwise one decision picks the column of every shard.
+    let per_shard = setup.shards.count > 1 && setup.shards.route == "per-shard";
+    let mut policies = Vec::new();
+    for s in 0..if per_shard { setup.shards.count } else { 1 } {
+        let table = match setup.shards.tables.get(s) {
+            Some(path) if kind.needs_table() && per_shard => {
+                let replicas = u16::try_from(setup.replicas).ok();
+                Arc::new(VotingTable::read_parquet(path, replicas)?)
+            }
+            _ => table.clone(),
+        };
+        let params = PolicyParams {
+            table: Some(table),
+            ..params.clone()
+        };
+        policies.push(build_policy(kind, &params)?);
+    }
+    let refs: Vec<&dyn balancer::RoutingPolicy> = policies.iter().map(|p| p.as_ref()).collect();
+    let router = if per_shard {
+        Router::PerShard(&refs)
+    } else {
+        Router::Policy(refs[0])
+    };
     let mut cfg = QueueConfig::new(setup.replicas, setup.cache_bytes);
     cfg.fanout = cache_sim::queueing::Fanout::Shards(setup.shards.count);
     cfg.eviction = setup.eviction;
@@ -589,7 +612,7 @@ fn predict(
         concurrency: setup.concurrency,
         rate,
     };
-    let p = simulate_live(&trace, policy.as_ref(), &cfg, &plan)
+    let p = simulate_live(&trace, router, &cfg, &plan)
         .with_context(|| format!("queueing prediction of {kind}"))?;
     let simulated = (p.warm.sent + p.saturate.sent + p.steady.sent) as f64;
     let counted = (p.saturate.sent + p.steady.sent).max(1) as f64;

@@ -77,6 +77,9 @@ pub enum ShardRouting {
     Vote,
     /// Power of `--d` choices per shard (by tasks in flight); replaces the policies.
     Pod,
+    /// Each shard routes its task with a policy of its own over its own loads (the
+    /// balancer's `[shards] route = "per-shard"`).
+    PerShard,
 }
 
 /// Arguments of `ballot simulate`.
@@ -318,9 +321,14 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
         );
     }
     let cfg = args.config(trace.capacity_for(args.cache_frac))?;
-    let policies: Vec<Box<dyn RoutingPolicy>> = match args.shard_routing {
+    // One policy per kind, or with per-shard routing one per kind and shard.
+    let copies = match args.shard_routing {
+        ShardRouting::PerShard => args.shards,
+        _ => 1,
+    };
+    let policies: Vec<Vec<Box<dyn RoutingPolicy>>> = match args.shard_routing {
         ShardRouting::Pod => Vec::new(),
-        ShardRouting::Vote => {
+        ShardRouting::Vote | ShardRouting::PerShard => {
             let kinds = parse_policies(&args.policies, args.table.is_some())?;
             let table = match &args.table {
                 Some(p) => {
@@ -338,17 +346,22 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
             };
             kinds
                 .into_iter()
-                .map(|k| build_policy(k, &params).with_context(|| format!("policy {k}")))
+                .map(|k| {
+                    (0..copies)
+                        .map(|_| build_policy(k, &params).with_context(|| format!("policy {k}")))
+                        .collect::<Result<Vec<_>>>()
+                })
                 .collect::<Result<_>>()?
         }
     };
-    let routers: Vec<Router<'_>> = if policies.is_empty() {
-        vec![Router::PowerOfD { d: args.d }]
-    } else {
-        policies
-            .iter()
-            .map(|p| Router::Policy(p.as_ref()))
-            .collect()
+    let refs: Vec<Vec<&dyn RoutingPolicy>> = policies
+        .iter()
+        .map(|ps| ps.iter().map(|p| p.as_ref()).collect())
+        .collect();
+    let routers: Vec<Router<'_>> = match args.shard_routing {
+        ShardRouting::Pod => vec![Router::PowerOfD { d: args.d }],
+        ShardRouting::Vote => refs.iter().map(|ps| Router::Policy(ps[0])).collect(),
+        ShardRouting::PerShard => refs.iter().map(|ps| Router::PerShard(ps)).collect(),
     };
     // Fail on a bad configuration before any work.
     cfg.validate(&routers[0])
@@ -383,8 +396,10 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
         let stage = Stage::start(&format!("simulating {name}"));
         // Each policy under its own bound (`--load auto`: a table under work).
         let mut cfg = cfg.clone();
-        if let Router::Policy(p) = router {
-            cfg.balancer.load = args.routing.load_for(p.kind());
+        match router {
+            Router::Policy(p) => cfg.balancer.load = args.routing.load_for(p.kind()),
+            Router::PerShard(ps) => cfg.balancer.load = args.routing.load_for(ps[0].kind()),
+            Router::PowerOfD { .. } => {}
         }
         let mut sim = Simulator::new(Some(&trace), *router, &cfg)?;
         let warmup = sim.run(warm.clone(), &warm_arrivals)?;
