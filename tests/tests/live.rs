@@ -7,7 +7,9 @@
 //!   0.8 of round-robin's measured miss bytes and serves at least 1.5x its queries per
 //!   second at saturation, at most 0.6x its p99 at the same offered load; every measured
 //!   miss bytes ratio is within 0.05 of the simulator's, every throughput and p99 within 25%
-//!   of the queueing simulator's prediction, and no request fails.
+//!   of the queueing simulator's prediction, and no request fails. The same claims hold
+//!   with the index in two document shards of four replicas each (`--shards 2`), every
+//!   query fanned out to both.
 //! - Killing one of three replicas in the middle of a replay fails no client request; the
 //!   killed replica had served traffic, the replay was still running at the kill, and the
 //!   balancer counted the failover (an ejection).
@@ -38,41 +40,38 @@ fn read_json(path: &Path) -> Value {
     serde_json::from_str(&text).expect("valid JSON")
 }
 
-#[test]
-fn demo_table_beats_round_robin_over_http() {
-    let _heavy = heavy();
-    let tmp = tempfile::tempdir().unwrap();
-    let out_dir = tmp.path().join("demo");
-    let out = ballot_within(
-        &[
-            "demo",
-            "--out",
-            out_dir.to_str().unwrap(),
-            "--synth-queries",
-            "60000",
-            "--docs",
-            "200000",
-            "--replicas",
-            "8",
-            "--cache-frac",
-            "0.05",
-            "--live-load",
-            "0.8",
-            "--live-policies",
-            "round-robin,table",
-            "--live-warm",
-            "2000",
-            "--live-saturate",
-            "2000",
-            "--live-steady",
-            "4000",
-            "--live-concurrency",
-            "16",
-            "--flash-read-mbps",
-            FLASH_MBPS,
-        ],
-        Duration::from_secs(600),
-    );
+/// Runs `ballot demo` at the tests' small scale with `replicas` replicas (of each shard)
+/// and `extra` arguments into `out_dir`; returns `live.json` and the claims that failed.
+fn demo_claims(out_dir: &Path, replicas: &str, extra: &[&str]) -> (Value, Vec<String>) {
+    let mut args = vec![
+        "demo",
+        "--out",
+        out_dir.to_str().unwrap(),
+        "--synth-queries",
+        "60000",
+        "--docs",
+        "200000",
+        "--replicas",
+        replicas,
+        "--cache-frac",
+        "0.05",
+        "--live-load",
+        "0.8",
+        "--live-policies",
+        "round-robin,table",
+        "--live-warm",
+        "2000",
+        "--live-saturate",
+        "2000",
+        "--live-steady",
+        "4000",
+        "--live-concurrency",
+        "16",
+        "--flash-read-mbps",
+        FLASH_MBPS,
+    ];
+    args.extend_from_slice(extra);
+    let out = ballot_within(&args, Duration::from_secs(600));
     assert!(
         out.status.success(),
         "demo failed:\n{}\n{}",
@@ -171,6 +170,15 @@ fn demo_table_beats_round_robin_over_http() {
         tail <= 0.6,
         format!("the table's p99 at the same offered load is {tail:.2}x round-robin's (> 0.6x)"),
     );
+    (live, failed)
+}
+
+#[test]
+fn demo_table_beats_round_robin_over_http() {
+    let _heavy = heavy();
+    let tmp = tempfile::tempdir().unwrap();
+    let out_dir = tmp.path().join("demo");
+    let (_, failed) = demo_claims(&out_dir, "8", &[]);
     assert!(
         failed.is_empty(),
         "failed claims:\n  {}",
@@ -207,6 +215,21 @@ fn demo_table_beats_round_robin_over_http() {
             assert!(text.contains(policy), "{svg} does not name {policy}");
         }
     }
+}
+
+#[test]
+fn sharded_demo_table_beats_round_robin_over_http() {
+    // The same claims with the index in two document shards of four replicas each: every
+    // query fans out to both shards and waits for the slower (`ballot demo --shards 2`).
+    let _heavy = heavy();
+    let tmp = tempfile::tempdir().unwrap();
+    let (live, failed) = demo_claims(&tmp.path().join("demo"), "4", &["--shards", "2"]);
+    assert_eq!(live["shards"], 2, "{live}");
+    assert!(
+        failed.is_empty(),
+        "failed claims:\n  {}",
+        failed.join("\n  ")
+    );
 }
 
 /// Starts `ballot <args>` (stderr to `stderr_log`) until it prints `listening on`.
