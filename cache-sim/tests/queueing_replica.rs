@@ -353,3 +353,41 @@ fn per_shard_routing_with_one_load_blind_policy_per_shard_is_the_same_column() {
     let err = simulate_live(&t, Router::PerShard(&[a.as_ref()]), &cfg, &plan).unwrap_err();
     assert!(err.to_string().contains("one per shard"), "{err}");
 }
+
+#[test]
+fn several_balancers_route_on_their_own_views() {
+    use cache_sim::queueing::{simulate_live, LivePlan};
+    let t = synthetic();
+    let params = PolicyParams {
+        term_bytes: Arc::new(t.term_bytes_map()),
+        ..PolicyParams::new(8)
+    };
+    let mut cfg = QueueConfig::new(8, t.capacity_for(0.05));
+    cfg.replica.flash_read_mbps = Some(4.0);
+    cfg.replica.cpu_us = 200.0;
+    cfg.balancer.load = balancer::LoadKind::InFlight;
+    let plan = LivePlan {
+        saturate: 4000,
+        concurrency: 32,
+        rate: 20.0,
+    };
+    let run = |kind: PolicyKind, count: usize| {
+        let policy = build_policy(kind, &params).unwrap();
+        let mut cfg = cfg.clone();
+        cfg.balancer.count = count;
+        simulate_live(&t, Router::Policy(policy.as_ref()), &cfg, &plan).unwrap()
+    };
+    // A policy blind to the load routes the same through one balancer or four.
+    let (one, four) = (run(PolicyKind::QueryHash, 1), run(PolicyKind::QueryHash, 4));
+    assert_eq!(one.saturate.throughput_qps, four.saturate.throughput_qps);
+    assert_eq!(one.steady.latency_ms.p99, four.steady.latency_ms.p99);
+    // Bounded loads on four partial views decide otherwise than on the whole one, and
+    // every query is still answered.
+    let (one, four) = (run(PolicyKind::ChBl, 1), run(PolicyKind::ChBl, 4));
+    assert_ne!(one.saturate.overflow_share, four.saturate.overflow_share);
+    assert_eq!((four.saturate.ok, four.steady.ok), (4000, 6000));
+    // Only one policy's balancers are modelled.
+    let mut pod = cfg.clone();
+    pod.balancer.count = 2;
+    assert!(pod.validate(&Router::PowerOfD { d: 2 }).is_err());
+}

@@ -289,6 +289,15 @@ pub struct BalancerModel {
     pub stall_eps: f64,
     /// See `stall_eps`.
     pub stall_slack: u64,
+    /// Balancer processes in front of the same replicas, each with its own view: its own
+    /// requests in flight and its own window of the queries it routed (no load reports
+    /// from the replicas). Query `i` (open loop), or client `i` (closed loop), goes to
+    /// balancer `i mod count`, as `ballot replay` spreads them over several targets.
+    pub count: usize,
+    /// With several balancers: each counts every balancer's requests in flight at a
+    /// replica, not only its own, in the `in-flight` load, the stall guard and the choice
+    /// among homes: the replicas' backlog reports (`backlog_reports_ms`), taken as fresh.
+    pub reports: bool,
 }
 
 fn load_name<S: serde::Serializer>(k: &LoadKind, s: S) -> Result<S::Ok, S::Error> {
@@ -303,6 +312,8 @@ impl Default for BalancerModel {
             work_query_bytes: DEFAULT_WORK_QUERY_BYTES,
             stall_eps: DEFAULT_STALL_EPS,
             stall_slack: DEFAULT_STALL_SLACK,
+            count: 1,
+            reports: false,
         }
     }
 }
@@ -396,6 +407,20 @@ impl QueueConfig {
                     return Err(param("d", 0, "at least 1"));
                 }
             }
+        }
+        if self.balancer.count == 0 || self.balancer.count > usize::from(u16::MAX) {
+            return Err(param(
+                "balancers",
+                self.balancer.count,
+                "between 1 and 65535",
+            ));
+        }
+        if self.balancer.count > 1 && !matches!(router, Router::Policy(_)) {
+            return Err(param(
+                "balancers",
+                self.balancer.count,
+                "1 unless one policy routes (several balancers of one policy)",
+            ));
         }
         if self.balancer.window == 0 {
             return Err(param("window", 0, "at least 1"));

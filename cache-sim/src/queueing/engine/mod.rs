@@ -85,6 +85,8 @@ struct Query {
     remaining: u16,
     /// Policy routing: the replica index.
     index: u16,
+    /// Policy routing: the balancer (load view) that routed it.
+    balancer: u16,
     /// Some shard refused it.
     failed: bool,
     /// Counted in the phase's per-query figures.
@@ -142,10 +144,15 @@ pub(crate) struct Engine<'a, C> {
     fanout: usize,
     pool: bool,
     servers: Vec<Server<C>>,
-    /// The balancer's load views: one, or one per shard with [`Router::PerShard`].
+    /// The balancers' load views: one, one per balancer process
+    /// ([`BalancerModel::count`](super::config::BalancerModel::count)), or one per shard
+    /// with [`Router::PerShard`].
     windows: Vec<Window>,
     /// See `windows`.
     in_flights: Vec<InFlight>,
+    /// Policy routing: every balancer's requests in flight, what the replicas' backlog
+    /// reports tell ([`BalancerModel::reports`](super::config::BalancerModel::reports)).
+    in_flight_all: InFlight,
     events: Events,
     tasks: Vec<Task>,
     free_tasks: Vec<u32>,
@@ -199,7 +206,8 @@ impl<'a, C: Cache> Engine<'a, C> {
         let seed = cfg.seed;
         let views = match router {
             Router::PerShard(_) => fanout,
-            _ => 1,
+            Router::Policy(_) => cfg.balancer.count,
+            Router::PowerOfD { .. } => 1,
         };
         Engine {
             trace,
@@ -213,6 +221,7 @@ impl<'a, C: Cache> Engine<'a, C> {
                 .map(|_| Window::new(cfg.replicas, cfg.balancer.window))
                 .collect(),
             in_flights: (0..views).map(|_| InFlight::new(cfg.replicas)).collect(),
+            in_flight_all: InFlight::new(cfg.replicas),
             events: Events::default(),
             tasks: Vec::new(),
             free_tasks: Vec::new(),

@@ -40,7 +40,10 @@ impl<C: Cache> Engine<'_, C> {
         };
         let key = QueryKey::new(query_hash, &hashes[..n]);
         let b = &self.cfg.balancer;
-        let in_flight = &self.in_flights[v];
+        let in_flight = match self.router {
+            Router::Policy(_) if self.cfg.balancer.reports => &self.in_flight_all,
+            _ => &self.in_flights[v],
+        };
         let (base, stall): (&dyn LoadView, _) = match b.load {
             LoadKind::InFlight => (in_flight, None),
             LoadKind::Window | LoadKind::Work => (
@@ -109,17 +112,23 @@ impl<C: Cache> Engine<'_, C> {
             client,
             remaining: self.fanout as u16,
             index: 0,
+            balancer: 0,
             failed: false,
             counted,
             miss: 0,
         });
         match self.router {
             Router::Policy(policy) => {
-                let index = self.route_policy(policy, q, counted, 0);
-                self.queries[qi as usize].index = index as u16;
-                self.in_flights[0].start(index);
+                // The balancer its client (closed loop) or the query (open loop) goes to.
+                let spread = if self.ph.closed { client as usize } else { q };
+                let b = spread % self.windows.len();
+                let index = self.route_policy(policy, q, counted, b);
+                let query = &mut self.queries[qi as usize];
+                (query.index, query.balancer) = (index as u16, b as u16);
+                self.in_flights[b].start(index);
+                self.in_flight_all.start(index);
                 if self.cfg.balancer.load == LoadKind::Window {
-                    self.windows[0].record_mut(index, 1);
+                    self.windows[b].record_mut(index, 1);
                 }
                 for s in 0..self.fanout {
                     self.dispatch(qi, q, s * self.replicas + index);
@@ -326,15 +335,16 @@ impl<C: Cache> Engine<'_, C> {
             self.ph.last_done = self.now;
         }
         if let Router::Policy(_) = self.router {
-            let index = usize::from(query.index);
-            self.in_flights[0].finish(index);
+            let (index, b) = (usize::from(query.index), usize::from(query.balancer));
+            self.in_flights[b].finish(index);
+            self.in_flight_all.finish(index);
             if self.cfg.balancer.load == LoadKind::Work && !query.failed {
                 let cost = self
                     .cfg
                     .balancer
                     .work_query_bytes
                     .saturating_add(query.miss);
-                self.windows[0].record_mut(index, cost);
+                self.windows[b].record_mut(index, cost);
             }
         }
         if self.ph.closed {
@@ -349,8 +359,9 @@ impl<C: Cache> Engine<'_, C> {
         self.ph.all_sent += 1;
         self.ph.sent += u64::from(counted);
         self.ph.ok += u64::from(counted);
+        let b = q % self.windows.len();
         let index = match self.router {
-            Router::Policy(policy) => Some(self.route_policy(policy, q, counted, 0)),
+            Router::Policy(policy) => Some(self.route_policy(policy, q, counted, b)),
             Router::PerShard(_) | Router::PowerOfD { .. } => None,
         };
         let mut miss = 0u64;
@@ -387,7 +398,7 @@ impl<C: Cache> Engine<'_, C> {
         }
         if let Some(index) = index {
             if let Some(c) = self.load_cost(miss) {
-                self.windows[0].record_mut(index, c);
+                self.windows[b].record_mut(index, c);
             }
         }
     }

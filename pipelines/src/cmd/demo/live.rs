@@ -603,6 +603,10 @@ fn predict(
     cfg.eviction = setup.eviction;
     cfg.balancer.load = setup.live_load_for(kind);
     cfg.balancer.work_query_bytes = setup.routing.work_query_bytes;
+    // Several balancers, each routing on its own counts, or with the replicas' backlog
+    // reports on every balancer's (taken as fresh).
+    cfg.balancer.count = if per_shard { 1 } else { setup.balancers.max(1) };
+    cfg.balancer.reports = setup.backlog_reports_ms > 0;
     cfg.replica.flash_read_mbps = setup.flash_read_mbps;
     cfg.replica.cpu_us = setup.sim_cpu_us;
     cfg.cores = Cores::Shared(setup.sim_cores);

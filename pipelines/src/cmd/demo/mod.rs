@@ -101,13 +101,18 @@ pub struct DemoArgs {
     pub live_concurrency: usize,
     /// Live: balancer processes per policy, each with the same table and config on its own
     /// port; the clients are spread over them (and retry on another when a connection
-    /// fails). The queueing prediction still models one balancer.
+    /// fails). The queueing prediction models each balancer's own view (its own requests
+    /// and window; with --live-backlog-reports-ms every balancer's requests in flight).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=16))]
     pub balancers: u64,
     /// Live: each balancer's `backlog_reports_ms` (0: it counts only its own requests; > 0:
     /// the replicas' backlog reports add the other balancers' requests for this long).
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=60_000))]
     pub live_backlog_reports_ms: u64,
+    /// Live and simulated: the balancers' load-bound slack `eps` (training and `eval`
+    /// keep the default).
+    #[arg(long, default_value_t = balancer::policy::DEFAULT_EPS)]
+    pub live_eps: f64,
     /// Live: open-loop rate as a fraction of the first policy's saturation throughput.
     #[arg(long, default_value_t = 0.6)]
     pub live_load: f64,
@@ -152,6 +157,9 @@ impl DemoArgs {
         }
         if !(self.flash_read_mbps.is_finite() && self.flash_read_mbps > 0.0) {
             bail!("--flash-read-mbps must be a positive number");
+        }
+        if !(self.live_eps.is_finite() && self.live_eps >= 0.0) {
+            bail!("--live-eps must be a number >= 0");
         }
         if !(self.live_load > 0.0 && self.live_load <= 1.0) {
             bail!("--live-load must be in (0, 1]");
@@ -336,7 +344,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
             cache_bytes,
             eviction: args.eviction,
             flash_read_mbps: Some(args.flash_read_mbps),
-            eps: balancer::policy::DEFAULT_EPS,
+            eps: args.live_eps,
             routing: args.routing.clone(),
             warm,
             saturate: pick(&test[..n_sat]),

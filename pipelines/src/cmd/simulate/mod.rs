@@ -171,6 +171,15 @@ pub struct SimulateArgs {
     /// each replica having its own.
     #[arg(long)]
     pub cores_shared: bool,
+    /// Balancer processes, each with its own view of the load (its own requests in flight
+    /// and window); clients and queries are spread over them as `ballot replay` spreads
+    /// them over several `--target`s.
+    #[arg(long, default_value_t = 1)]
+    pub balancers: usize,
+    /// With --balancers: each counts every balancer's requests in flight (the replicas'
+    /// backlog reports, taken as fresh), not only its own.
+    #[arg(long)]
+    pub backlog_reports: bool,
     /// Shards S: a query goes to one replica of every shard and waits for the slowest.
     #[arg(long, default_value_t = 1)]
     pub shards: usize,
@@ -272,6 +281,8 @@ impl SimulateArgs {
                 work_query_bytes: self.routing.work_query_bytes,
                 stall_eps: self.stall_eps,
                 stall_slack: self.stall_slack,
+                count: self.balancers,
+                reports: self.backlog_reports,
             },
             replica: ReplicaModel {
                 flash_read_mbps: (self.flash_read_mbps > 0.0).then_some(self.flash_read_mbps),
