@@ -355,7 +355,7 @@ fn per_shard_routing_with_one_load_blind_policy_per_shard_is_the_same_column() {
 }
 
 #[test]
-fn several_balancers_route_on_their_own_views() {
+fn several_balancers_route_on_their_own_views_or_with_the_reports() {
     use cache_sim::queueing::{simulate_live, LivePlan};
     let t = synthetic();
     let params = PolicyParams {
@@ -371,12 +371,14 @@ fn several_balancers_route_on_their_own_views() {
         concurrency: 32,
         rate: 20.0,
     };
-    let run = |kind: PolicyKind, count: usize| {
+    let run_with = |kind: PolicyKind, count: usize, reports: bool| {
         let policy = build_policy(kind, &params).unwrap();
         let mut cfg = cfg.clone();
         cfg.balancer.count = count;
+        cfg.balancer.reports = reports;
         simulate_live(&t, Router::Policy(policy.as_ref()), &cfg, &plan).unwrap()
     };
+    let run = |kind: PolicyKind, count: usize| run_with(kind, count, false);
     // A policy blind to the load routes the same through one balancer or four.
     let (one, four) = (run(PolicyKind::QueryHash, 1), run(PolicyKind::QueryHash, 4));
     assert_eq!(one.saturate.throughput_qps, four.saturate.throughput_qps);
@@ -386,6 +388,18 @@ fn several_balancers_route_on_their_own_views() {
     let (one, four) = (run(PolicyKind::ChBl, 1), run(PolicyKind::ChBl, 4));
     assert_ne!(one.saturate.overflow_share, four.saturate.overflow_share);
     assert_eq!((four.saturate.ok, four.steady.ok), (4000, 6000));
+    // With the replicas' reports each balancer counts every balancer's requests in flight:
+    // one balancer decides as before, four decide otherwise than on their own counts.
+    let one_reports = run_with(PolicyKind::ChBl, 1, true);
+    assert_eq!(
+        one_reports.saturate.throughput_qps,
+        one.saturate.throughput_qps
+    );
+    let four_reports = run_with(PolicyKind::ChBl, 4, true);
+    assert_ne!(
+        four_reports.saturate.overflow_share,
+        four.saturate.overflow_share
+    );
     // Only one policy's balancers are modelled.
     let mut pod = cfg.clone();
     pod.balancer.count = 2;
