@@ -27,7 +27,7 @@ pub struct BuildIndexArgs {
     pub log: LogArgs,
     #[command(flatten)]
     pub sizes: SizeArgs,
-    /// Output index directory (with --shards above 1, the parent of the shard-<s> indexes).
+    /// Output index directory (with --shards above 1, the parent of the `shard-<s>` indexes).
     #[arg(short, long)]
     pub output: PathBuf,
 }
