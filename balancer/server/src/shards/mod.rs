@@ -1,6 +1,6 @@
 //! A sharded backend (`[shards]`): the index is document-partitioned into S shards, each
 //! served by its own replicas, and a query goes to one replica of every shard, in
-//! parallel; the answer is the shards' answers merged ([`merge`]) and waits for the
+//! parallel; the answer is the shards' answers merged ([`mod@merge`]) and waits for the
 //! slowest shard.
 //!
 //! Each shard is a whole [`Proxy`] over its own replicas: its own loads, health checks,
