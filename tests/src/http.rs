@@ -407,6 +407,14 @@ pub fn http_get(addr: &str, path: &str, limit: Duration) -> Option<(u16, String)
     Some((r.status, r.text()))
 }
 
+/// `GET /stats` of a replica at `addr`: its `queries` counter (0 if it cannot be reached).
+pub fn replica_queries(addr: &str) -> u64 {
+    http_get(addr, "/stats", Duration::from_secs(2))
+        .and_then(|(_, body)| serde_json::from_str::<serde_json::Value>(&body).ok())
+        .and_then(|v| v["queries"].as_u64())
+        .unwrap_or(0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -40,8 +40,11 @@ use std::time::{Duration, Instant};
 pub use backend::{Backend, Reply, Request};
 pub use balancer::Balancer;
 pub use bins::bin;
-pub use http::{get, http_get, request, try_request, Conn, Response};
-pub use process::{ballot_within, output_within, spawn_piped, start_listening, Running, Server};
+pub use http::{get, http_get, replica_queries, request, try_request, Conn, Response};
+pub use process::{
+    ballot_within, finish_replay, output_within, spawn_piped, start_ballot, start_listening,
+    start_replay, start_replica, Running, Server,
+};
 pub use table::write_votes;
 
 /// How long a test waits for something that should happen within a second: only a hang

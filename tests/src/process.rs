@@ -1,8 +1,10 @@
 //! Child processes of the tests: [`Running`] kills and reaps its process when dropped,
 //! [`output_within`] runs a command to completion under a deadline, and [`Server`] starts
 //! a server until it prints `listening on ADDR` and keeps its stdout lines and its stderr
-//! log for the test. No test handles a `std::process::Child` itself.
+//! log for the test; [`start_replay`] and [`finish_replay`] run an open-loop `ballot
+//! replay`. No test handles a `std::process::Child` itself.
 
+use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -332,4 +334,77 @@ impl Drop for Server {
             );
         }
     }
+}
+
+/// Starts `ballot replay` of the first `queries` queries of the synthetic default log,
+/// open loop at `rate` queries/s, against the balancer at `addr`: its JSON report goes to
+/// `dir/replay.json`, its stderr to `dir/replay.stderr` ([`finish_replay`] reads them).
+pub fn start_replay(
+    addr: impl std::fmt::Display,
+    queries: usize,
+    rate: u32,
+    dir: &Path,
+) -> Running {
+    let child = Command::new(crate::bin("ballot"))
+        .args([
+            "replay",
+            "--target",
+            &format!("http://{addr}"),
+            "--synth-queries",
+            &queries.to_string(),
+            "--part",
+            "all",
+            "--rate",
+            &rate.to_string(),
+            "--timeout",
+            "20s",
+            "--json",
+            dir.join("replay.json").to_str().expect("a UTF-8 path"),
+        ])
+        .stdout(Stdio::null())
+        .stderr(File::create(dir.join("replay.stderr")).expect("replay.stderr"))
+        .spawn()
+        .expect("replay starts");
+    Running::new(child, "ballot replay")
+}
+
+/// Waits (at most two minutes) for a replay [`start_replay`] started in `dir` and returns
+/// its JSON report; fails with its stderr if it failed.
+pub fn finish_replay(mut replay: Running, dir: &Path) -> serde_json::Value {
+    let status = replay.wait_within(Duration::from_secs(120));
+    assert!(
+        status.success(),
+        "replay failed: {}",
+        std::fs::read_to_string(dir.join("replay.stderr")).unwrap_or_default()
+    );
+    let text = std::fs::read_to_string(dir.join("replay.json")).expect("replay.json");
+    serde_json::from_str(&text).expect("a JSON report")
+}
+
+/// Starts the server `ballot <args>` (stderr to `stderr_log`) until it prints `listening on`.
+pub fn start_ballot(args: &[&str], stderr_log: &Path) -> Server {
+    Server::start(
+        Command::new(crate::bin("ballot")).args(args),
+        stderr_log,
+        &format!("ballot {}", args.join(" ")),
+    )
+}
+
+/// Starts `ballot replica` `id` on `index` with a 2 MB cache on a loopback port the OS
+/// picks, its stderr to `dir/<id>.stderr`.
+pub fn start_replica(index: &Path, id: &str, dir: &Path) -> Server {
+    start_ballot(
+        &[
+            "replica",
+            "--index",
+            index.to_str().expect("a UTF-8 path"),
+            "--listen",
+            "127.0.0.1:0",
+            "--cache-bytes",
+            "2000000",
+            "--id",
+            id,
+        ],
+        &dir.join(format!("{id}.stderr")),
+    )
 }

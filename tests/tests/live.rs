@@ -17,11 +17,12 @@
 //! Each test bounds itself (small log, short replays, timeouts) and stops its processes.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use e2e::{
-    ballot_within, bin, heavy, http_get, stderr, stdout, wait_until, Balancer, Running, Server,
+    ballot_within, bin, finish_replay, heavy, replica_queries, start_replay, start_replica, stderr,
+    stdout, wait_until, Balancer,
 };
 use serde_json::Value;
 
@@ -232,23 +233,6 @@ fn sharded_demo_table_beats_round_robin_over_http() {
     );
 }
 
-/// Starts `ballot <args>` (stderr to `stderr_log`) until it prints `listening on`.
-fn start(args: &[&str], stderr_log: &Path) -> Server {
-    Server::start(
-        Command::new(bin("ballot")).args(args),
-        stderr_log,
-        &format!("ballot {}", args.join(" ")),
-    )
-}
-
-/// `GET /stats` of a replica at `addr`: its `queries` counter (0 if it cannot be reached).
-fn replica_queries(addr: &str) -> u64 {
-    http_get(addr, "/stats", Duration::from_secs(2))
-        .and_then(|(_, body)| serde_json::from_str::<Value>(&body).ok())
-        .and_then(|v| v["queries"].as_u64())
-        .unwrap_or(0)
-}
-
 #[test]
 fn killing_a_replica_mid_replay_fails_no_request() {
     let _heavy = heavy();
@@ -270,22 +254,7 @@ fn killing_a_replica_mid_replay_fails_no_request() {
 
     let mut replicas = Vec::new();
     for i in 0..3 {
-        let id = format!("r{i}");
-        let log = tmp.path().join(format!("{id}.stderr"));
-        replicas.push(start(
-            &[
-                "replica",
-                "--index",
-                index.to_str().unwrap(),
-                "--listen",
-                "127.0.0.1:0",
-                "--cache-bytes",
-                "2000000",
-                "--id",
-                &id,
-            ],
-            &log,
-        ));
+        replicas.push(start_replica(&index, &format!("r{i}"), tmp.path()));
     }
     let mut config = String::from(
         "listen = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"\n\
@@ -304,28 +273,7 @@ fn killing_a_replica_mid_replay_fails_no_request() {
     let counter = |name: &str| balancer.metric(name).unwrap_or(0.0);
 
     // 6,000 queries at 600/s: ten seconds of open-loop load; replica r1 dies early in it.
-    let report = tmp.path().join("replay.json");
-    let replay = Command::new(bin("ballot"))
-        .args([
-            "replay",
-            "--target",
-            &format!("http://{addr}"),
-            "--synth-queries",
-            "6000",
-            "--part",
-            "all",
-            "--rate",
-            "600",
-            "--timeout",
-            "20s",
-            "--json",
-            report.to_str().unwrap(),
-        ])
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(tmp.path().join("replay.stderr")).unwrap())
-        .spawn()
-        .expect("replay starts");
-    let mut replay = Running::new(replay, "ballot replay");
+    let mut replay = start_replay(addr, 6000, 600, tmp.path());
     // Kill r1 once the replay has been running through it for a while (at least 300 of its
     // queries answered), so the kill lands mid-replay however slow the start-up is.
     let mut victim = replicas.remove(1);
@@ -336,13 +284,7 @@ fn killing_a_replica_mid_replay_fails_no_request() {
     });
     let ejections_before = counter("ballot_ejections_total");
     victim.kill();
-    let status = replay.wait_within(Duration::from_secs(120));
-    assert!(
-        status.success(),
-        "replay failed: {}",
-        std::fs::read_to_string(tmp.path().join("replay.stderr")).unwrap_or_default()
-    );
-    let r = read_json(&report);
+    let r = finish_replay(replay, tmp.path());
     assert_eq!(r["sent"], 6000, "{r}");
     assert_eq!(r["ok"], 6000, "every request answered: {r}");
     assert_eq!(r["error_total"], 0, "no request failed: {r}");

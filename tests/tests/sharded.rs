@@ -12,39 +12,17 @@
 //!   flagged `partial` and equal to what shard 0's replica answers.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
-use e2e::{ballot_within, bin, heavy, http_get, stderr, wait_until, Balancer, Running, Server};
+use e2e::{
+    ballot_within, bin, finish_replay, heavy, http_get, replica_queries, start_replay,
+    start_replica, stderr, wait_until, Balancer,
+};
 use serde_json::Value;
 
 const QUERIES: usize = 6000;
 const DOCS: &str = "50000";
-
-fn start(args: &[&str], stderr_log: &Path) -> Server {
-    Server::start(
-        Command::new(bin("ballot")).args(args),
-        stderr_log,
-        &format!("ballot {}", args.join(" ")),
-    )
-}
-
-fn replica(index: &Path, id: &str, dir: &Path) -> Server {
-    start(
-        &[
-            "replica",
-            "--index",
-            index.to_str().unwrap(),
-            "--listen",
-            "127.0.0.1:0",
-            "--cache-bytes",
-            "2000000",
-            "--id",
-            id,
-        ],
-        &dir.join(format!("{id}.stderr")),
-    )
-}
 
 fn build(out: &Path, shards: &str) {
     let built = ballot_within(
@@ -100,14 +78,6 @@ fn encode(q: &str) -> String {
         .collect()
 }
 
-/// `GET /stats` of a replica: its `queries` counter (0 if it cannot be reached).
-fn replica_queries(addr: &str) -> u64 {
-    http_get(addr, "/stats", Duration::from_secs(2))
-        .and_then(|(_, body)| serde_json::from_str::<Value>(&body).ok())
-        .and_then(|v| v["queries"].as_u64())
-        .unwrap_or(0)
-}
-
 #[test]
 fn sharded_answers_equal_one_index_and_survive_a_replica_and_a_shard_lost() {
     let _heavy = heavy();
@@ -115,13 +85,13 @@ fn sharded_answers_equal_one_index_and_survive_a_replica_and_a_shard_lost() {
     let (whole, sharded) = (tmp.path().join("whole"), tmp.path().join("sharded"));
     build(&whole, "1");
     build(&sharded, "2");
-    let reference = replica(&whole, "whole", tmp.path());
+    let reference = start_replica(&whole, "whole", tmp.path());
     let mut servers = Vec::new();
     let mut members = Vec::new();
     for shard in 0..2 {
         for column in 0..2 {
             let name = format!("s{shard}r{column}");
-            let server = replica(&sharded.join(format!("shard-{shard}")), &name, tmp.path());
+            let server = start_replica(&sharded.join(format!("shard-{shard}")), &name, tmp.path());
             members.push((name, server.addr().to_string(), shard));
             servers.push(Some(server));
         }
@@ -164,41 +134,14 @@ fn sharded_answers_equal_one_index_and_survive_a_replica_and_a_shard_lost() {
     drop(wrong);
 
     // 2. One replica of shard 1 killed under load: no query fails.
-    let report = tmp.path().join("replay.json");
-    let replay = Command::new(bin("ballot"))
-        .args([
-            "replay",
-            "--target",
-            &format!("http://{addr}"),
-            "--synth-queries",
-            &QUERIES.to_string(),
-            "--part",
-            "all",
-            "--rate",
-            "600",
-            "--timeout",
-            "20s",
-            "--json",
-            report.to_str().unwrap(),
-        ])
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(tmp.path().join("replay.stderr")).unwrap())
-        .spawn()
-        .expect("replay starts");
-    let mut replay = Running::new(replay, "ballot replay");
+    let mut replay = start_replay(&addr, QUERIES, 600, tmp.path());
     let victim_addr = members[3].1.clone();
     wait_until(Duration::from_secs(60), "s1r1 serving 300 queries", || {
         assert!(replay.try_wait().is_none(), "replay ended early");
         replica_queries(&victim_addr) >= 300
     });
     servers[3].take().unwrap().kill();
-    let status = replay.wait_within(Duration::from_secs(120));
-    assert!(
-        status.success(),
-        "replay failed: {}",
-        std::fs::read_to_string(tmp.path().join("replay.stderr")).unwrap_or_default()
-    );
-    let r: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let r = finish_replay(replay, tmp.path());
     assert_eq!(r["sent"], QUERIES, "{r}");
     assert_eq!(r["ok"], QUERIES, "every query answered: {r}");
     assert_eq!(r["error_total"], 0, "no query failed: {r}");

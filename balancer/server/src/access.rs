@@ -26,6 +26,19 @@ pub struct Entry {
 }
 
 impl Entry {
+    /// The line of a request that arrived at `start` with `request_id`, before anything
+    /// is known of its answer.
+    pub fn new(start: Instant, request_id: HeaderValue) -> Self {
+        Entry {
+            start,
+            request_id,
+            replica: "-".to_owned(),
+            reason: "-",
+            status: 0,
+            attempts: 0,
+        }
+    }
+
     /// Writes the line; `outcome` says how the response ended (`done`, `cut`, `aborted`).
     pub fn log(&self, outcome: &'static str) {
         tracing::info!(

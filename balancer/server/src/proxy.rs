@@ -436,31 +436,30 @@ impl Proxy {
         route: Option<usize>,
         peer: IpAddr,
     ) -> Response {
-        let start = Instant::now();
         let (parts, body) = req.into_parts();
-        let id = forward::request_id(&parts.headers);
-        let mut access = self.state.cfg.config.access_log.then(|| access::Entry {
-            start,
-            request_id: id.clone(),
-            replica: "-".to_owned(),
-            reason: "-",
-            status: 0,
-            attempts: 0,
-        });
+        let (start, id, mut access) = self.begin(&parts);
         let req = ClientRequest {
             parts,
             body,
             route,
             peer,
         };
-        let mut resp = self.relay(req, &id, start, &mut access).await;
-        resp.headers_mut().insert(X_REQUEST_ID.clone(), id);
-        if let Some(mut a) = access {
-            // Not relayed: an error answered here.
-            a.status = resp.status().as_u16();
-            a.log("done");
-        }
-        resp
+        let resp = self.relay(req, &id, start, &mut access).await;
+        end(resp, id, access)
+    }
+
+    /// A client request's arrival: its time, its request id (the client's when plausible)
+    /// and its access-log line when the access log is on.
+    pub(crate) fn begin(&self, parts: &Parts) -> (Instant, HeaderValue, Option<access::Entry>) {
+        let start = Instant::now();
+        let id = forward::request_id(&parts.headers);
+        let access = self
+            .state
+            .cfg
+            .config
+            .access_log
+            .then(|| access::Entry::new(start, id.clone()));
+        (start, id, access)
     }
 
     /// The answer to one request: an error, or the relayed response (which then owns the
@@ -814,6 +813,18 @@ impl Proxy {
         *resp.headers_mut() = headers;
         resp
     }
+}
+
+/// The response to a client request, with its request id echoed; the access-log line, if
+/// still here (not handed to a relay), is written now.
+pub(crate) fn end(mut resp: Response, id: HeaderValue, access: Option<access::Entry>) -> Response {
+    resp.headers_mut().insert(X_REQUEST_ID.clone(), id);
+    if let Some(mut a) = access {
+        // Not relayed: an answer made here.
+        a.status = resp.status().as_u16();
+        a.log("done");
+    }
+    resp
 }
 
 /// A request's target as it goes upstream.

@@ -47,9 +47,8 @@ use metrics::Counter;
 
 use crate::access;
 use crate::config::{MissingShard, ShardRoute, ShardsConfig};
-use crate::forward::{self, X_REQUEST_ID};
 use crate::metrics as m;
-use crate::proxy::{target, Key, Proxy, Refusal, Sending};
+use crate::proxy::{end, target, Key, Proxy, Refusal, Sending};
 use crate::upstream::read_whole;
 use merge::{merge, ShardAnswer};
 
@@ -124,17 +123,8 @@ impl Fanout {
         route: Option<usize>,
         peer: IpAddr,
     ) -> Response {
-        let start = Instant::now();
         let (parts, body) = req.into_parts();
-        let id = forward::request_id(&parts.headers);
-        let mut access = lead.state.cfg.config.access_log.then(|| access::Entry {
-            start,
-            request_id: id.clone(),
-            replica: "-".to_owned(),
-            reason: "-",
-            status: 0,
-            attempts: 0,
-        });
+        let (start, id, mut access) = lead.begin(&parts);
         let client = Client {
             parts: &parts,
             route,
@@ -142,13 +132,8 @@ impl Fanout {
             id: &id,
             start,
         };
-        let mut resp = self.answer(lead, &client, body, &mut access).await;
-        resp.headers_mut().insert(X_REQUEST_ID.clone(), id);
-        if let Some(mut a) = access {
-            a.status = resp.status().as_u16();
-            a.log("done");
-        }
-        resp
+        let resp = self.answer(lead, &client, body, &mut access).await;
+        end(resp, id, access)
     }
 
     async fn answer(
