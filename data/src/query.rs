@@ -18,6 +18,34 @@ use std::borrow::Cow;
 /// Longest accepted `q`, in bytes after decoding: the one limit of both servers (the
 /// balancer's `max_query_bytes` may lower it, not raise it).
 pub const MAX_QUERY_BYTES: usize = 4096;
+/// A search's cache accesses at a replica, as its answer reports them (`cache`), or summed
+/// over the shards of a sharded answer.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct CacheCounts {
+    /// Lookups served from RAM (coalesced ones included).
+    #[serde(default)]
+    pub hits: u64,
+    /// Lookups read from flash.
+    #[serde(default)]
+    pub misses: u64,
+    /// Stored bytes of the hits.
+    #[serde(default)]
+    pub hit_bytes: u64,
+    /// Stored bytes of the misses.
+    #[serde(default)]
+    pub miss_bytes: u64,
+}
+
+impl CacheCounts {
+    /// Adds `o`'s counts to these.
+    pub fn add(&mut self, o: &CacheCounts) {
+        self.hits += o.hits;
+        self.misses += o.misses;
+        self.hit_bytes += o.hit_bytes;
+        self.miss_bytes += o.miss_bytes;
+    }
+}
+
 /// The answers a search returns when its `k` parameter is absent (the replica's default,
 /// and the sharded balancer's when it merges).
 pub const DEFAULT_K: usize = 10;

@@ -42,18 +42,8 @@ pub enum QueryError {
     Unavailable(#[from] FetchError),
 }
 
-/// This query's cache accesses.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct CacheCounts {
-    /// Lookups served from RAM (coalesced ones included).
-    pub hits: u64,
-    /// Lookups read from flash.
-    pub misses: u64,
-    /// Stored bytes of the hits.
-    pub hit_bytes: u64,
-    /// Stored bytes of the misses.
-    pub miss_bytes: u64,
-}
+/// This query's cache accesses (the answer's `cache`, which a sharded balancer sums).
+pub use data::query::CacheCounts;
 
 /// A query's answer.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]

@@ -4,33 +4,8 @@
 //! that order and the sum of the counts, so it equals what one index of every document
 //! answers. The cache counts are summed too (the query's flash bytes over every shard).
 
+use data::query::CacheCounts as Cache;
 use serde::{Deserialize, Serialize};
-
-/// A query's cache accesses at one replica, or summed over the shards.
-#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
-pub struct Cache {
-    /// Lookups served from RAM.
-    #[serde(default)]
-    pub hits: u64,
-    /// Lookups read from flash.
-    #[serde(default)]
-    pub misses: u64,
-    /// Stored bytes of the hits.
-    #[serde(default)]
-    pub hit_bytes: u64,
-    /// Stored bytes of the misses.
-    #[serde(default)]
-    pub miss_bytes: u64,
-}
-
-impl Cache {
-    fn add(&mut self, o: &Cache) {
-        self.hits += o.hits;
-        self.misses += o.misses;
-        self.hit_bytes += o.hit_bytes;
-        self.miss_bytes += o.miss_bytes;
-    }
-}
 
 /// One shard's answer, as ballot's replica writes it (other fields are ignored).
 #[derive(Clone, Debug, Deserialize)]
@@ -84,7 +59,7 @@ impl ShardAnswer {
 
 /// A shard that did not answer.
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
-pub struct MissingShard {
+pub struct AbsentShard {
     /// The shard.
     pub shard: usize,
     /// The status its last attempt ended with.
@@ -101,7 +76,7 @@ pub struct Shards {
     /// The shards that answered.
     pub answered: Vec<usize>,
     /// The shards that did not.
-    pub missing: Vec<MissingShard>,
+    pub missing: Vec<AbsentShard>,
 }
 
 /// The client's answer to a sharded query.
@@ -127,7 +102,7 @@ pub struct Merged {
 /// order) into the first `k` documents and the summed counts.
 pub fn merge(
     answered: Vec<(usize, String, ShardAnswer)>,
-    missing: Vec<MissingShard>,
+    missing: Vec<AbsentShard>,
     count: usize,
     k: usize,
 ) -> Merged {
@@ -204,7 +179,7 @@ mod tests {
 
     #[test]
     fn a_missing_shard_makes_the_answer_partial() {
-        let gone = MissingShard {
+        let gone = AbsentShard {
             shard: 1,
             status: 503,
             error: "no live replica".into(),

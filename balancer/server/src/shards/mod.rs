@@ -169,8 +169,7 @@ impl Fanout {
             _ => None,
         };
         let path = target(parts);
-        let proxies: Vec<&Proxy> = std::iter::once(lead).chain(&self.others).collect();
-        let parts_of = proxies.iter().map(|proxy| {
+        let parts_of = std::iter::once(lead).chain(&self.others).map(|proxy| {
             let sending = Sending {
                 key,
                 outgoing: proxy.outgoing(parts, route, &path, &body),
@@ -207,7 +206,7 @@ impl Fanout {
             let part = match outcome {
                 Outcome::Failed(refusal) => {
                     retry_after |= refusal.retry_after;
-                    missing.push(merge::MissingShard {
+                    missing.push(merge::AbsentShard {
                         shard,
                         status: refusal.status.as_u16(),
                         error: refusal.message,
@@ -245,7 +244,7 @@ impl Fanout {
             };
             match read {
                 Ok(a) => answered.push((shard, part.replica, a)),
-                Err((status, error)) => missing.push(merge::MissingShard {
+                Err((status, error)) => missing.push(merge::AbsentShard {
                     shard,
                     status: status.as_u16(),
                     error,
