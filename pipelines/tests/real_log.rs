@@ -13,6 +13,8 @@
 //!   balanced policy on May, and 5% below term-vote on May's queries unseen in training;
 //! - SIEVE caches, the replica's default, read at least 15% fewer flash bytes than LRU
 //!   under every untrained policy;
+//! - the table trained for 5% LRU caches stays below every other policy at 2% and 10%
+//!   caches, LRU and SIEVE, and `eval --breakdown` accounts for every byte it misses;
 //! - a refinement that replays a quarter of the fit part (`--refine-sample 100000`) gives a
 //!   table within 0.01 miss bytes ratio of the full refinement's on the test part.
 
@@ -371,4 +373,115 @@ fn a_sampled_refinement_matches_the_full_one() {
         (full - sampled).abs() <= 0.01,
         "sampled refinement {sampled:.4} against the full one {full:.4}"
     );
+}
+
+/// One table trained for the standard evaluation's 5% LRU caches stays ahead of every other
+/// policy when the replicas get 2% or 10% caches, LRU or SIEVE: an operator who changes the
+/// replicas' memory need not retrain to stay ahead (measured: docs/results.md "One table,
+/// every cache size"). `--breakdown` accounts for every byte the table misses.
+#[test]
+#[cfg_attr(
+    not(ballot_data),
+    ignore = "needs the real logs: run with BALLOT_DATA=../shared/data (docs/testing.md)"
+)]
+fn one_table_leads_at_every_cache_size() {
+    let Some((log, freq)) = standard_data() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let table = dir.path().join("table.parquet");
+    let (log, freq, table) = (
+        log.to_str().unwrap(),
+        freq.to_str().unwrap(),
+        table.to_str().unwrap(),
+    );
+    let out = ballot(&[
+        "train",
+        "--log",
+        log,
+        "--freq",
+        freq,
+        "--replicas",
+        "8",
+        "--cache-frac",
+        "0.05",
+        "--eviction",
+        "lru",
+        "-o",
+        table,
+    ]);
+    assert!(out.status.success(), "train: {}", stderr(&out));
+    let mut claims = Claims::default();
+    for eviction in ["lru", "sieve"] {
+        let json = dir.path().join(format!("eval-{eviction}.json"));
+        let out = ballot(&[
+            "eval",
+            "--log",
+            log,
+            "--freq",
+            freq,
+            "--replicas",
+            "8",
+            "--cache-frac",
+            "0.02,0.1",
+            "--eviction",
+            eviction,
+            "--table",
+            table,
+            "--breakdown",
+            "3",
+            "--json",
+            json.to_str().unwrap(),
+        ]);
+        assert!(out.status.success(), "eval {eviction}: {}", stderr(&out));
+        let doc = read_json(&json);
+        let results = doc["results"].as_array().unwrap();
+        for frac in [0.02, 0.1] {
+            let at: Vec<&Value> = results
+                .iter()
+                .filter(|r| r["cache_frac"].as_f64() == Some(frac))
+                .collect();
+            let table_row = at.iter().find(|r| r["policy"] == "table").unwrap();
+            let t = num(table_row, "miss_bytes_ratio");
+            assert!(at.len() >= 9, "every policy ran at {frac}");
+            for r in at.iter().filter(|r| r["policy"] != "table") {
+                let o = num(r, "miss_bytes_ratio");
+                claims.check(t < o, || {
+                    format!(
+                        "{eviction} {frac}: table {t:.4} is not below {} {o:.4}",
+                        r["policy"]
+                    )
+                });
+            }
+            let b = doc["breakdown"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|b| b["cache_frac"].as_f64() == Some(frac))
+                .unwrap();
+            let sum = |key: &str, field: &str| -> f64 {
+                b[key]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|p| num(&p[1], field))
+                    .sum()
+            };
+            let requested = num(&b["total"], "requested");
+            for key in ["by_role", "by_reason"] {
+                assert_eq!(
+                    sum(key, "requested"),
+                    requested,
+                    "{key} covers every lookup"
+                );
+                let missed = sum(key, "missed") / requested;
+                assert!(
+                    (missed - t).abs() < 1e-9,
+                    "{eviction} {frac}: {key} misses {missed} against the table's {t}"
+                );
+            }
+            assert_eq!(b["terms"].as_array().unwrap().len(), 3);
+        }
+    }
+    claims.finish();
 }

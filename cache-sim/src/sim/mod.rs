@@ -9,10 +9,12 @@
 //! - [`bound`] is the reference point: one cache of R times the capacity.
 //! - [`grid`] runs many (policy, cache size) configurations in parallel.
 //! - [`switch`] simulates a live switch between two voting tables, ramped or instant.
+//! - [`misses`] classes a table's test lookups by the role of their replica for the term.
 //! - [`parts`] watches a replay's flash bytes per replica over parts of the test stream.
 
 pub mod bound;
 pub mod grid;
+pub mod misses;
 pub mod parts;
 pub mod replay;
 pub mod switch;

@@ -22,6 +22,8 @@ use crate::json::write_json;
 use crate::progress::Stage;
 use crate::routing_args::RoutingArgs;
 
+mod misses;
+
 /// Arguments of `ballot eval`.
 #[derive(Args, Debug)]
 pub struct EvalArgs {
@@ -59,6 +61,11 @@ pub struct EvalArgs {
     /// Seed of random routing choices.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// With `--table`: also print where the table's flash bytes go at each cache size, by
+    /// the role of the replica for the term, by routing reason, and the N terms that miss
+    /// the most (docs/learner.md, "Where the misses are").
+    #[arg(long, value_name = "N", requires = "table")]
+    pub breakdown: Option<usize>,
     /// Write all results as JSON here.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -135,6 +142,10 @@ pub fn run(args: &EvalArgs) -> Result<EvalReport> {
     stage.finish("done");
 
     print_table(&out);
+    let breakdowns = match (args.breakdown, &cfg.table) {
+        (Some(top), Some(table)) => misses::run(&trace, &cfg, table, top)?,
+        _ => Vec::new(),
+    };
     println!(
         "lookups_per_sec {:.1}M (median single-thread replay), total {:.1}s",
         out.lookups_per_sec / 1e6,
@@ -148,6 +159,7 @@ pub fn run(args: &EvalArgs) -> Result<EvalReport> {
             "results": out.results,
             "bounds": out.bounds,
             "lookups_per_sec": out.lookups_per_sec,
+            "breakdown": breakdowns,
         });
         write_json(path, &doc)?;
     }
