@@ -48,6 +48,17 @@ pub fn build(
     let start = Instant::now();
     let dir = replica::index::open_directory(replica_index)
         .with_context(|| format!("opening the replica index {}", replica_index.display()))?;
+    if let Some(shard) = dir.manifest.shard {
+        // A shard's df counts its own documents, and the generator would spread them over
+        // every document id: the Tantivy index would hold documents no shard has.
+        bail!(
+            "{} is shard {} of {} of a sharded replica index: build the Tantivy index from \
+             the whole index (`ballot build-index` without --shards)",
+            replica_index.display(),
+            shard.index,
+            shard.count
+        );
+    }
     let docs = dir.manifest.docs;
     let terms: Vec<(&str, u32)> = dir.terms().map(|(t, e)| (t, e.df)).collect();
     if terms.is_empty() {
@@ -148,5 +159,17 @@ mod tests {
             assert_eq!(holding, generated, "{term}");
         }
         assert_eq!(doc_terms.len(), 14);
+    }
+
+    #[test]
+    fn a_shard_of_a_replica_index_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let terms = [("apple".to_owned(), 3u64), ("pear".to_owned(), 5)];
+        replica::index::build_shards(tmp.path(), 10, terms, 2).unwrap();
+        let shard = replica::index::shard_dir(tmp.path(), 1);
+        let out = tmp.path().join("tantivy");
+        let err = build(&shard, &out, 50_000_000, 1).unwrap_err().to_string();
+        assert!(err.contains("is shard 1 of 2"), "{err}");
+        assert!(!out.exists(), "nothing is written");
     }
 }

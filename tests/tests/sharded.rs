@@ -186,3 +186,27 @@ fn sharded_answers_equal_one_index_and_survive_a_replica_and_a_shard_lost() {
     assert_eq!(got["doc_ids"], shard0["doc_ids"]);
     assert_eq!(got["total_hits"], shard0["total_hits"]);
 }
+
+/// Rebuilding into the same directory with fewer shards, then unsharded, leaves only what
+/// the last build wrote: the earlier build's extra `shard-<s>` directories are removed, and
+/// a directory of that name that is not an index shard is left alone.
+#[test]
+fn rebuilding_with_fewer_shards_removes_the_extra_ones() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("index");
+    build(&out, "3");
+    let shard = |s: u32| out.join(format!("shard-{s}"));
+    assert!((0..3).all(|s| shard(s).join("manifest.json").exists()));
+    std::fs::create_dir_all(shard(5)).unwrap();
+    std::fs::write(shard(5).join("notes.txt"), "mine").unwrap();
+    build(&out, "2");
+    assert!(shard(0).exists() && shard(1).exists());
+    assert!(!shard(2).exists(), "shard-2 of the 3-shard build is gone");
+    assert!(
+        shard(5).join("notes.txt").exists(),
+        "a foreign directory is kept"
+    );
+    build(&out, "1");
+    assert!(out.join("manifest.json").exists());
+    assert!(!shard(0).exists() && !shard(1).exists());
+}

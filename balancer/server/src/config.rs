@@ -1190,6 +1190,10 @@ address = "127.0.0.1:9000"
                 "routes[0]: unknown preset",
             ),
             (
+                format!("{BASE}[[routes]]\npreset = \"ballot\"\nfield = \"query\"\n"),
+                "routes[0]: preset `ballot` takes no `field`",
+            ),
+            (
                 format!("{BASE}[[routes]]\npreset = \"solr\"\n[[routes]]\npreset = \"solr\"\npath_suffix = \"/query\"\n"),
                 "routes[1]: preset `solr` sets the method, path and query itself",
             ),

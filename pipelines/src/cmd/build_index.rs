@@ -8,9 +8,10 @@
 //!
 //! `--shards S` (default 1, the unsharded layout) writes a document-partitioned index
 //! instead: `OUTPUT/shard-0` to `OUTPUT/shard-{S-1}`, one replica index each
-//! (`replica::index::build_shards`), from pairs gathered once.
+//! (`replica::index::build_shards`), from pairs gathered once. Shards an earlier build with
+//! more shards left in OUTPUT are removed, so OUTPUT holds this build's shards only.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
@@ -61,7 +62,7 @@ pub fn run_sharded(args: &BuildIndexArgs, shards: u32) -> Result<()> {
         let s = replica::build_index(&args.output, docs, pairs)
             .with_context(|| format!("building the index in {}", args.output.display()))?;
         print_summary(&s, &args.output);
-        return Ok(());
+        return remove_stale_shards(&args.output, 0);
     }
     let summaries =
         replica::build_shards(&args.output, docs, pairs, shards).with_context(|| {
@@ -72,6 +73,30 @@ pub fn run_sharded(args: &BuildIndexArgs, shards: u32) -> Result<()> {
         })?;
     for (s, summary) in (0..shards).zip(&summaries) {
         print_summary(summary, &replica::shard_dir(&args.output, s));
+    }
+    remove_stale_shards(&args.output, shards)
+}
+
+/// Removes `root/shard-<s>` for every `s` from `first` on that holds a shard of a replica
+/// index (an earlier build's); a directory of that name holding anything else is left, with
+/// a warning.
+fn remove_stale_shards(root: &Path, first: u32) -> Result<()> {
+    for s in first..replica::index::MAX_SHARDS {
+        let dir = replica::shard_dir(root, s);
+        if !dir.exists() {
+            continue;
+        }
+        match replica::index::open_directory(&dir) {
+            Ok(old) if old.manifest.shard.is_some() => {
+                std::fs::remove_dir_all(&dir)
+                    .with_context(|| format!("removing the stale shard {}", dir.display()))?;
+                println!("removed {} (a shard of an earlier build)", dir.display());
+            }
+            _ => eprintln!(
+                "warning: {} is not a shard this command wrote; left as it is",
+                dir.display()
+            ),
+        }
     }
     Ok(())
 }

@@ -95,15 +95,21 @@ impl Preset {
     /// The methods, path and query source of this preset. `field` names the query field:
     /// the parameter or form field of the presets that read one (default `q`), the
     /// matched field of `elasticsearch-match` (required there); `elasticsearch-query-string`
-    /// takes none.
+    /// takes none, nor does `ballot` (its replica reads `q` only, so another name would
+    /// route by a parameter the replica never searches).
     pub(super) fn route(self, field: Option<&str>) -> Result<(u8, PathMatch, Source), RouteError> {
         let named = |default: &str| field.unwrap_or(default).to_owned();
         Ok(match self {
-            Preset::Ballot => (
-                GET,
-                PathMatch::Exact("/search".into()),
-                Source::Param(named("q")),
-            ),
+            Preset::Ballot => {
+                if field.is_some() {
+                    return Err(RouteError::PresetField(self));
+                }
+                (
+                    GET,
+                    PathMatch::Exact("/search".into()),
+                    Source::Param("q".into()),
+                )
+            }
             Preset::Solr => (
                 GET | POST,
                 PathMatch::Affix {
