@@ -16,13 +16,14 @@ use std::process::Command;
 use std::time::Duration;
 
 use e2e::{
-    ballot_within, bin, finish_replay, heavy, http_get, replica_queries, start_replay,
+    ballot_within, bin, finish_replay, heavy, http_get, replica_queries, request, start_replay,
     start_replica, stderr, wait_until, Balancer,
 };
 use serde_json::Value;
 
 const QUERIES: usize = 6000;
 const DOCS: &str = "50000";
+const TOKEN: &str = "sharded-admin";
 
 fn build(out: &Path, shards: &str) {
     let built = ballot_within(
@@ -45,7 +46,7 @@ fn build(out: &Path, shards: &str) {
 /// A balancer over `replicas` (`(name, address, shard)`) with `missing` for a shard gone.
 fn balancer(replicas: &[(String, String, usize)], missing: &str) -> Balancer {
     let mut config = format!(
-        "listen = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"\n\
+        "listen = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"\nadmin_token = \"{TOKEN}\"\n\
          request_timeout_ms = 2000\ndeadline_ms = 10000\nretries = 2\n\n\
          [health]\ninterval_ms = 200\ntimeout_ms = 200\nfall = 2\nrise = 2\n\n\
          [policy]\nname = \"ch-bl\"\n\n[shards]\nroute = \"same-column\"\nmissing = \"{missing}\"\n"
@@ -58,6 +59,20 @@ fn balancer(replicas: &[(String, String, usize)], missing: &str) -> Balancer {
     let mut cmd = Command::new(bin("ballot"));
     cmd.arg("balancer");
     Balancer::start_with(cmd, tempfile::tempdir().unwrap(), &config)
+}
+
+/// `GET /admin/status` of `b` with the admin token: the page's HTML.
+fn status_page(b: &Balancer) -> String {
+    let bearer = format!("Bearer {TOKEN}");
+    let r = request(
+        b.admin_addr(),
+        "GET",
+        "/admin/status",
+        &[("Authorization", &bearer)],
+        b"",
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    r.text()
 }
 
 /// `GET /search?q=..&k=10` on `addr`: status and JSON body.
@@ -151,6 +166,22 @@ fn sharded_answers_equal_one_index_and_survive_a_replica_and_a_shard_lost() {
             >= QUERIES as f64,
         "every replayed query was answered by both shards"
     );
+
+    // The status page lists every shard's replicas, each under its shard, and shows the
+    // killed one ejected.
+    wait_until(
+        Duration::from_secs(20),
+        "s1r1 ejected on the status page",
+        || status_page(&b).contains("id=\"s1r1-state\" class=\"ejected\""),
+    );
+    let page = status_page(&b);
+    assert!(page.contains("<th>shard</th>"), "a shard column");
+    for (name, _, shard) in &members {
+        assert!(
+            page.contains(&format!("id=\"{name}-shard\">{shard}<")),
+            "{name} under shard {shard}"
+        );
+    }
 
     // 3. Shard 1 gone: an error, or a partial answer.
     servers[2].take().unwrap().kill();

@@ -77,7 +77,6 @@ pub async fn status_page(AxState(app): AxState<Arc<App>>) -> Response {
 pub fn build_page(app: &App) -> Page {
     let now = take_sample(app);
     let state = &app.state;
-    let members = state.members.load();
     app.status.with(|samples| {
         let from = samples
             .iter()
@@ -90,35 +89,44 @@ pub fn build_page(app: &App) -> Page {
             to: &now,
         };
         let shares = window.flash_shares();
-        let replicas = members
-            .slots
-            .iter()
+        // Every shard's replicas (one proxy without `[shards]`), shard by shard.
+        let sharded = app.fanout.is_some();
+        let replicas = app
+            .proxies()
             .enumerate()
-            .filter_map(|(i, s)| s.as_ref().map(|r| (i, r)))
-            .map(|(i, r)| {
-                let counters = now.of(&r.name);
-                let (flash_rate, _) = window.flash_rate(&r.name);
-                ReplicaRow {
-                    name: r.name.clone(),
-                    address: r.address.clone(),
-                    state: if r.is_drained() {
-                        "drained"
-                    } else if r.is_healthy() {
-                        "up"
-                    } else {
-                        "ejected"
-                    },
-                    in_flight: state.slots.counts.count(i),
-                    queued: state.slots.queued(i),
-                    rate: window.rate(&r.name),
-                    flash_share: shares
-                        .as_ref()
-                        .and_then(|(s, _)| s.iter().find(|(n, _)| *n == r.name).map(|(_, v)| *v)),
-                    flash_rate,
-                    reported_miss_total: counters.map(|c| c.reported_miss).filter(|&b| b > 0.0),
-                    p99: window.p99(Some(&r.name)),
-                    requests_total: counters.map_or(0.0, |c| c.requests),
-                }
+            .flat_map(|(shard, proxy)| {
+                let state = &proxy.state;
+                let members = state.members.load_full();
+                let shares = &shares;
+                let window = &window;
+                let now = &now;
+                (0..members.slots.len()).filter_map(move |i| {
+                    let r = members.slots[i].as_ref()?;
+                    let counters = now.of(&r.name);
+                    let (flash_rate, _) = window.flash_rate(&r.name);
+                    Some(ReplicaRow {
+                        name: r.name.clone(),
+                        shard: sharded.then_some(shard),
+                        address: r.address.clone(),
+                        state: if r.is_drained() {
+                            "drained"
+                        } else if r.is_healthy() {
+                            "up"
+                        } else {
+                            "ejected"
+                        },
+                        in_flight: state.slots.counts.count(i),
+                        queued: state.slots.queued(i),
+                        rate: window.rate(&r.name),
+                        flash_share: shares.as_ref().and_then(|(s, _)| {
+                            s.iter().find(|(n, _)| *n == r.name).map(|(_, v)| *v)
+                        }),
+                        flash_rate,
+                        reported_miss_total: counters.map(|c| c.reported_miss).filter(|&b| b > 0.0),
+                        p99: window.p99(Some(&r.name)),
+                        requests_total: counters.map_or(0.0, |c| c.requests),
+                    })
+                })
             })
             .collect::<Vec<_>>();
         let table = state.routing().table.as_ref().map(|t| TableBox {

@@ -13,6 +13,8 @@ use std::fmt::Write;
 pub struct ReplicaRow {
     /// Its name.
     pub name: String,
+    /// Its shard, with `[shards]`.
+    pub shard: Option<usize>,
     /// Its address.
     pub address: String,
     /// `up`, `ejected` or `drained`.
@@ -236,18 +238,25 @@ fn table_box(h: &mut String, p: &Page) {
 
 fn replica_table(h: &mut String, p: &Page) {
     let source = p.flash_source.unwrap_or("none measured");
+    let sharded = p.replicas.iter().any(|r| r.shard.is_some());
     let _ = write!(
         h,
-        "<h2>Replicas</h2><table><tr><th>replica</th><th>address</th><th>state</th>\
+        "<h2>Replicas</h2><table><tr><th>replica</th>{}<th>address</th><th>state</th>\
          <th>answers /s</th><th>in flight</th><th>queued</th><th>flash share ({})</th>\
          <th>flash /s</th><th>reported flash bytes</th><th>p99</th><th>answers</th></tr>",
+        if sharded { "<th>shard</th>" } else { "" },
         esc(source)
     );
     for r in &p.replicas {
         let id = esc(&r.name);
+        let shard = match r.shard {
+            Some(s) => format!("<td id=\"{id}-shard\">{s}</td>"),
+            None if sharded => "<td></td>".to_owned(),
+            None => String::new(),
+        };
         let _ = write!(
             h,
-            "<tr><td>{id}</td><td class=\"muted\">{}</td>\
+            "<tr><td>{id}</td>{shard}<td class=\"muted\">{}</td>\
              <td id=\"{id}-state\" class=\"{}\">{}</td><td id=\"{id}-rate\">{:.1}</td>\
              <td id=\"{id}-in-flight\">{}</td><td id=\"{id}-queued\">{}</td>\
              <td id=\"{id}-flash-share\">{}</td><td id=\"{id}-flash-rate\">{}</td>\
@@ -406,5 +415,26 @@ mod tests {
         assert!(html.contains("id=\"table-ramp\">50%<"));
         assert!(html.contains("<polyline") && html.contains("stroke-dasharray"));
         assert!(!html.contains("r<0>"), "the name is escaped everywhere");
+        assert!(
+            !html.contains("<th>shard</th>"),
+            "no shard column without shards"
+        );
+    }
+
+    #[test]
+    fn sharded_replicas_show_their_shard() {
+        let row = |name: &str, shard| ReplicaRow {
+            name: name.into(),
+            shard: Some(shard),
+            ..ReplicaRow::default()
+        };
+        let page = Page {
+            replicas: vec![row("s0r0", 0), row("s1r0", 1)],
+            ..Page::default()
+        };
+        let html = render(&page);
+        assert!(html.contains("<th>shard</th>"));
+        assert!(html.contains("id=\"s0r0-shard\">0<"));
+        assert!(html.contains("id=\"s1r0-shard\">1<"));
     }
 }
