@@ -28,6 +28,7 @@ const FLOOR_LOOKUPS_PER_SEC: f64 = 10e6;
 fn bench(c: &mut Criterion) {
     let t = support::synthetic_trace();
     let cfg = SimConfig {
+        admission: None,
         replicas: 8,
         capacity_bytes: t.capacity_for(0.05),
         eviction: EvictionKind::Lru,

@@ -212,6 +212,7 @@ fn zero_time_phases_reproduce_the_trace_replay() {
                 &t,
                 policy.as_ref(),
                 &SimConfig {
+                    admission: None,
                     replicas: 8,
                     capacity_bytes: capacity,
                     eviction: EvictionKind::Lru,

@@ -326,6 +326,7 @@ fn train_prepared(
         log_digest,
     } = input;
     let sim = SimConfig {
+        admission: None,
         replicas: cfg.replicas,
         capacity_bytes: cfg.capacity_bytes,
         eviction: cfg.eviction,

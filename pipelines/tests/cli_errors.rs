@@ -250,6 +250,18 @@ fn real_log_without_sizes_is_an_error() {
 }
 
 #[test]
+fn admission_is_a_share_and_needs_a_table() {
+    // A usage error, from the argument parser.
+    let out = ballot(&["eval", "--admission", "0.5"]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("--table"), "{}", stderr(&out));
+    assert_clean_failure(
+        &["eval", "--table", "t.parquet", "--admission", "1.5"],
+        &["--admission 1.5", "[0, 1]"],
+    );
+}
+
+#[test]
 fn unknown_policy_and_eviction_are_named() {
     assert_clean_failure(&["eval", "--policies", "nope"], &["nope", "round-robin"]);
     let out = ballot(&["eval", "--eviction", "arc"]);

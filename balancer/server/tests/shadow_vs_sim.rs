@@ -70,6 +70,7 @@ fn the_shadow_misses_what_the_simulator_misses_query_by_query() {
         .collect();
     for eviction in EvictionKind::ALL {
         let cfg = SimConfig {
+            admission: None,
             replicas: REPLICAS,
             capacity_bytes: capacity,
             eviction,

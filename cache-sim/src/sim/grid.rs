@@ -8,6 +8,7 @@ use data::table::VotingTable;
 use rayon::prelude::*;
 use serde::Serialize;
 
+use super::admission::Admission;
 use super::bound::one_big_cache;
 use super::replay::{replay, NoObserver, SimConfig, SimLoad, SimResult};
 use super::trace::Trace;
@@ -36,6 +37,9 @@ pub struct GridConfig {
     pub loads: PolicyLoads,
     /// `table`'s home share (`balancer::policy::vote`).
     pub homes: f64,
+    /// With a table: its replicas cache a list only where it votes at least this share of
+    /// its top vote ([`Admission`]); every other policy's replicas cache all they read.
+    pub admission: Option<f32>,
 }
 
 /// What the load window counts, per policy: a learned table is served under the bound it
@@ -129,7 +133,12 @@ pub fn run_grid(trace: &Trace, cfg: &GridConfig) -> Result<GridOutput, PolicyErr
         .iter()
         .flat_map(|&k| cfg.cache_fracs.iter().map(move |&f| (k, f)))
         .collect();
+    let admission = match (cfg.admission, &cfg.table) {
+        (Some(share), Some(table)) => Some(Arc::new(Admission::from_table(trace, table, share))),
+        _ => None,
+    };
     let sim_cfg = |frac: f64, load: SimLoad| SimConfig {
+        admission: None,
         replicas: cfg.replicas,
         capacity_bytes: trace.capacity_for(frac),
         eviction: cfg.eviction,
@@ -141,7 +150,10 @@ pub fn run_grid(trace: &Trace, cfg: &GridConfig) -> Result<GridOutput, PolicyErr
         .par_iter()
         .map(|&(kind, frac)| {
             let load = cfg.loads.of(kind);
-            let sc = sim_cfg(frac, load);
+            let mut sc = sim_cfg(frac, load);
+            if kind == PolicyKind::Table {
+                sc.admission = admission.clone();
+            }
             // A fresh policy per job: round-robin keeps a counter, and runs must not share
             // state across threads. It was built successfully above, so this cannot fail.
             let policy = build_policy(kind, &params)?;

@@ -299,6 +299,7 @@ mod tests {
         };
         let policy = balancer::policy::build_policy(PolicyKind::Table, &params).unwrap();
         let cfg = SimConfig {
+            admission: None,
             replicas: 2,
             // Room for the small lists only: "big" misses every time.
             capacity_bytes: 100,

@@ -6,12 +6,14 @@
 //! - [`replay`](mod@replay) routes each query with the same `balancer` policy code the HTTP balancer
 //!   serves with, and looks each term up in the chosen replica's cache (the same eviction
 //!   code the replica caches with); only the test part is counted.
+//! - [`admission`] caches a list only at its homes in the table (a what-if of the replica).
 //! - [`bound`] is the reference point: one cache of R times the capacity.
 //! - [`grid`] runs many (policy, cache size) configurations in parallel.
 //! - [`switch`] simulates a live switch between two voting tables, ramped or instant.
 //! - [`misses`] classes a table's test lookups by the role of their replica for the term.
 //! - [`parts`] watches a replay's flash bytes per replica over parts of the test stream.
 
+pub mod admission;
 pub mod bound;
 pub mod grid;
 pub mod misses;

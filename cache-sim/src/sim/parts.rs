@@ -95,6 +95,7 @@ mod tests {
             .map(|i| (i * 4 / trace.test_len()) as u32)
             .collect();
         let cfg = SimConfig {
+            admission: None,
             replicas: 4,
             capacity_bytes: trace.capacity_for(0.05),
             eviction: EvictionKind::Lru,

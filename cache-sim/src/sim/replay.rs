@@ -10,6 +10,7 @@
 //! evaluation). An [`Observer`] sees every routing decision and lookup, which is how the
 //! learner watches where each term's postings were fetched.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use balancer::policy::{Decision, QueryKey, RoutingPolicy};
@@ -17,6 +18,7 @@ use data::rng::Rng;
 use data::tokenizer::MAX_TERMS;
 use serde::Serialize;
 
+use super::admission::Admission;
 use super::trace::Trace;
 use balancer::load::Window;
 use eviction::{with_cache_type, Cache, CacheVisitor, EvictionKind};
@@ -73,6 +75,8 @@ pub struct SimConfig {
     pub seed: u64,
     /// What the load window counts.
     pub load: SimLoad,
+    /// Which replicas cache which lists (`None`: every replica caches every list it reads).
+    pub admission: Option<Arc<Admission>>,
 }
 
 /// What one replay measured over the test part.
@@ -233,7 +237,7 @@ pub fn replay_into<C: Cache, O: Observer>(
             novel_queries += u64::from(novel);
             for &t in &terms[..n] {
                 let bytes = trace.term_bytes[t as usize];
-                let hit = cache.access(t, bytes);
+                let hit = look_up(cache, cfg, t, bytes, replica);
                 lookups += 1;
                 requested += bytes;
                 if novel {
@@ -260,7 +264,7 @@ pub fn replay_into<C: Cache, O: Observer>(
         } else {
             for &t in &terms[..n] {
                 let bytes = trace.term_bytes[t as usize];
-                let hit = cache.access(t, bytes);
+                let hit = look_up(cache, cfg, t, bytes, replica);
                 if !hit {
                     missed_here += bytes;
                 }
@@ -326,6 +330,16 @@ fn percentile(values: &mut [f64], p: f64) -> f64 {
     values[rank - 1]
 }
 
+/// Looks `t` up in `replica`'s cache and, after a miss, caches it unless the admission
+/// rule keeps it out of that replica.
+#[inline]
+fn look_up<C: Cache>(cache: &mut C, cfg: &SimConfig, t: u32, bytes: u64, replica: u16) -> bool {
+    match &cfg.admission {
+        Some(a) if !a.caches(t, replica) => cache.get(t),
+        _ => cache.access(t, bytes),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -345,6 +359,7 @@ mod tests {
         let trace = Trace::build(["a b", "a b", "a b", "a b", "c"], 2, &sizes());
         let policy = build_policy(PolicyKind::RoundRobin, &PolicyParams::new(2)).unwrap();
         let cfg = SimConfig {
+            admission: None,
             replicas: 2,
             capacity_bytes: 1000,
             eviction: EvictionKind::Lru,

@@ -353,6 +353,7 @@ mod tests {
     fn cfg(trace: &Trace) -> SwitchConfig {
         SwitchConfig {
             sim: SimConfig {
+                admission: None,
                 replicas: R,
                 // 120 of the 400 terms fit in each replica: the four caches together
                 // hold all of them only when each term has one home.

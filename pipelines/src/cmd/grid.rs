@@ -131,6 +131,7 @@ pub fn run(args: &GridArgs) -> Result<()> {
                 table: Some(Arc::new(out.table)),
                 loads: args.routing.policy_loads()?,
                 homes: args.routing.homes,
+                admission: None,
             },
         )?;
         let find = |name: &str| grid.results.iter().find(|r| r.policy == name);

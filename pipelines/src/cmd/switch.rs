@@ -92,6 +92,7 @@ pub fn run(args: &EvalArgs, switch: &SwitchArgs) -> Result<()> {
     }
     let cfg = SwitchConfig {
         sim: SimConfig {
+            admission: None,
             replicas: args.replicas,
             capacity_bytes: trace.capacity_for(cache_frac),
             eviction: args.eviction,

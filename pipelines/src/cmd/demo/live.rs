@@ -653,6 +653,7 @@ fn simulate(setup: &LiveSetup<'_>, table: &Arc<VotingTable>) -> Result<Vec<Simul
     // One column of replicas (one per shard) caches what one replica of the whole index
     // would: S times a shard replica's bytes, of lists S times as long.
     let cfg = SimConfig {
+        admission: None,
         replicas: setup.replicas,
         capacity_bytes: setup.cache_bytes * setup.shards.count as u64,
         eviction: setup.eviction,
@@ -666,6 +667,7 @@ fn simulate(setup: &LiveSetup<'_>, table: &Arc<VotingTable>) -> Result<Vec<Simul
         .map(|&kind| {
             let policy = build_policy(kind, &params)?;
             let cfg = SimConfig {
+                admission: None,
                 load: setup.routing.sim_load_for(kind)?,
                 ..cfg.clone()
             };

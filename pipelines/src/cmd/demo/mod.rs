@@ -306,6 +306,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
         eps: balancer::policy::DEFAULT_EPS,
         window: cache_sim::sim::replay::DEFAULT_WINDOW,
         seed: 1,
+        admission: None,
         breakdown: None,
         json: Some(args.out.join("eval.json")),
         svg: Some(args.out.join("eval.svg")),

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use anyhow::Result;
 use balancer::policy::{build_policy, PolicyKind, PolicyParams};
+use cache_sim::sim::admission::Admission;
 use cache_sim::sim::misses::{Breakdown, Bytes, MissWatch};
 use cache_sim::sim::{replay, GridConfig, SimConfig, Trace};
 use data::table::VotingTable;
@@ -36,9 +37,13 @@ pub fn run(
         ..PolicyParams::new(cfg.replicas)
     };
     let policy = build_policy(PolicyKind::Table, &params)?;
+    let admission = cfg
+        .admission
+        .map(|share| Arc::new(Admission::from_table(trace, table, share)));
     let mut out = Vec::new();
     for &cache_frac in &cfg.cache_fracs {
         let sim = SimConfig {
+            admission: admission.clone(),
             replicas: cfg.replicas,
             capacity_bytes: trace.capacity_for(cache_frac),
             eviction: cfg.eviction,

@@ -553,6 +553,7 @@ fn evaluate(
     };
     let policy = build_policy(PolicyKind::Table, &params)?;
     let cfg = SimConfig {
+        admission: None,
         replicas: args.replicas,
         capacity_bytes: capacity,
         eviction: args.eviction,
