@@ -70,14 +70,6 @@ mod tests {
     use super::*;
     use crate::sim::{replay, NoObserver, SimConfig, SimLoad};
 
-    fn row(term: &str, replica: u16, weight: f32) -> TableRow {
-        TableRow {
-            term: term.to_owned(),
-            replica,
-            weight,
-        }
-    }
-
     fn trace(queries: &[&str], train_len: usize) -> Trace {
         let sizes = Sizes::Table(SizeTable::from_pairs(
             [("a", 100u64), ("b", 100), ("c", 100)].map(|(t, b)| (t.to_owned(), b)),
@@ -89,10 +81,10 @@ mod tests {
     fn a_term_is_cached_where_it_votes_enough() {
         let trace = trace(&["a b c"], 1);
         let rows = vec![
-            row("a", 0, 10.0),
-            row("a", 1, 6.0),
-            row("a", 2, 4.0),
-            row("b", 1, 1.0),
+            TableRow::new("a", 0, 10.0),
+            TableRow::new("a", 1, 6.0),
+            TableRow::new("a", 2, 4.0),
+            TableRow::new("b", 1, 1.0),
         ];
         let table = VotingTable::new(3, rows, BTreeMap::new()).unwrap();
         let id = |t: &str| trace.dict.get(t).unwrap();
@@ -115,7 +107,7 @@ mod tests {
         // only on replica 1, so each of its lookups misses, while "b" (no row) hits after
         // its first.
         let trace = trace(&["a b", "a b", "a b", "a b"], 1);
-        let table = VotingTable::new(2, vec![row("a", 1, 1.0)], BTreeMap::new()).unwrap();
+        let table = VotingTable::new(2, vec![TableRow::new("a", 1, 1.0)], BTreeMap::new()).unwrap();
         let admission = Admission::from_table(&trace, &table, 0.5);
         let params = balancer::policy::PolicyParams::new(1);
         let policy =

@@ -267,14 +267,6 @@ mod tests {
     use super::*;
     use crate::sim::{replay, SimConfig, SimLoad};
 
-    fn row(term: &str, replica: u16, weight: f32) -> TableRow {
-        TableRow {
-            term: term.to_owned(),
-            replica,
-            weight,
-        }
-    }
-
     #[test]
     fn lookups_are_classed_by_the_role_of_their_replica() {
         // "big" lives on 0, "small" on 1 with a lower vote on 0; "lone" abstains. The
@@ -286,9 +278,9 @@ mod tests {
         let queries = ["big small", "small lone", "big small", "small lone"];
         let trace = Trace::build(queries, 2, &sizes);
         let rows = vec![
-            row("big", 0, 1000.0),
-            row("small", 1, 10.0),
-            row("small", 0, 1.0),
+            TableRow::new("big", 0, 1000.0),
+            TableRow::new("small", 1, 10.0),
+            TableRow::new("small", 0, 1.0),
         ];
         let table = VotingTable::new(2, rows, BTreeMap::new()).unwrap();
         let params = PolicyParams {

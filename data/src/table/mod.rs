@@ -66,6 +66,17 @@ pub struct TableRow {
     pub weight: f32,
 }
 
+impl TableRow {
+    /// `term` votes for `replica` with `weight` (checked when a table is built of it).
+    pub fn new(term: &str, replica: u16, weight: f32) -> Self {
+        TableRow {
+            term: term.to_owned(),
+            replica,
+            weight,
+        }
+    }
+}
+
 /// A validated voting table.
 #[derive(Clone, Debug, PartialEq)]
 pub struct VotingTable {
