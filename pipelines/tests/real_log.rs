@@ -378,8 +378,8 @@ fn a_sampled_refinement_matches_the_full_one() {
 
 /// One table trained for the standard evaluation's 5% LRU caches stays ahead of every other
 /// policy when the replicas get 2% or 10% caches, LRU or SIEVE: an operator who changes the
-/// replicas' memory need not retrain to stay ahead (measured: docs/results.md "One table,
-/// every cache size"). `--breakdown` accounts for every byte the table misses. Caching a
+/// replicas' memory need not retrain to stay ahead (measured: docs/results.md "Toward one
+/// big cache"). `--breakdown` accounts for every byte the table misses. Caching a
 /// list only at its homes (`--admission 0.5`, a what-if of the replica) takes the standard
 /// evaluation at least 8% lower, under 0.29 (measured: 0.2788 against 0.3167).
 #[test]

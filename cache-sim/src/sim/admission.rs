@@ -10,6 +10,7 @@
 
 use data::table::VotingTable;
 
+use super::table_terms::TableTerms;
 use super::trace::Trace;
 
 /// Which replicas cache each term of a trace.
@@ -23,27 +24,13 @@ impl Admission {
     /// The rule of `table` with `share` in `[0, 1]`: term `t` is cached on replica `r` when
     /// its vote for `r` is at least `share` times its largest vote.
     pub fn from_table(trace: &Trace, table: &VotingTable, share: f32) -> Admission {
-        let n = trace.dict.len();
-        let mut top = vec![0f32; n];
-        let mut voted = vec![false; n];
-        let rows: Vec<(usize, u16, f32)> = table
-            .rows
+        let TableTerms { rows, top } = TableTerms::new(trace, table);
+        let mut caching: Vec<u64> = top
             .iter()
-            .filter_map(|row| {
-                let t = trace.dict.get(&row.term)? as usize;
-                Some((t, row.replica, row.weight))
-            })
+            .map(|t| if t.is_some() { 0 } else { u64::MAX })
             .collect();
-        for &(t, _, w) in &rows {
-            top[t] = top[t].max(w);
-            voted[t] = true;
-        }
-        let mut caching: Vec<u64> = voted
-            .iter()
-            .map(|&v| if v { 0 } else { u64::MAX })
-            .collect();
-        for &(t, r, w) in &rows {
-            if w >= share * top[t] {
+        for (t, r, w) in rows {
+            if top[t].is_some_and(|(_, best)| w >= share * best) {
                 caching[t] |= 1 << r;
             }
         }

@@ -115,15 +115,48 @@ pub struct GridOutput {
     pub lookups_per_sec: f64,
 }
 
+impl GridConfig {
+    /// The routing policies' parameters over `trace`, the table's included.
+    pub fn policy_params(&self, trace: &Trace) -> PolicyParams {
+        PolicyParams {
+            eps: self.eps,
+            homes: self.homes,
+            term_bytes: Arc::new(trace.term_bytes_map()),
+            table: self.table.clone(),
+            ..PolicyParams::new(self.replicas)
+        }
+    }
+
+    /// The table's admission rule over `trace`, when one is asked for.
+    pub fn admission_rule(&self, trace: &Trace) -> Option<Arc<Admission>> {
+        let (share, table) = (self.admission?, self.table.as_ref()?);
+        Some(Arc::new(Admission::from_table(trace, table, share)))
+    }
+
+    /// One replay's parameters: cache size `frac`, load view `load`, and `admission` (for
+    /// the table's replay).
+    pub fn sim_config(
+        &self,
+        trace: &Trace,
+        frac: f64,
+        load: SimLoad,
+        admission: Option<Arc<Admission>>,
+    ) -> SimConfig {
+        SimConfig {
+            replicas: self.replicas,
+            capacity_bytes: trace.capacity_for(frac),
+            eviction: self.eviction,
+            window: self.window,
+            seed: self.seed,
+            load,
+            admission,
+        }
+    }
+}
+
 /// Runs every (policy, cache size) pair of `cfg` over `trace`.
 pub fn run_grid(trace: &Trace, cfg: &GridConfig) -> Result<GridOutput, PolicyError> {
-    let params = PolicyParams {
-        eps: cfg.eps,
-        homes: cfg.homes,
-        term_bytes: Arc::new(trace.term_bytes_map()),
-        table: cfg.table.clone(),
-        ..PolicyParams::new(cfg.replicas)
-    };
+    let params = cfg.policy_params(trace);
     // Build every policy once up front so a bad configuration fails before any work.
     for &kind in &cfg.policies {
         build_policy(kind, &params)?;
@@ -133,27 +166,13 @@ pub fn run_grid(trace: &Trace, cfg: &GridConfig) -> Result<GridOutput, PolicyErr
         .iter()
         .flat_map(|&k| cfg.cache_fracs.iter().map(move |&f| (k, f)))
         .collect();
-    let admission = match (cfg.admission, &cfg.table) {
-        (Some(share), Some(table)) => Some(Arc::new(Admission::from_table(trace, table, share))),
-        _ => None,
-    };
-    let sim_cfg = |frac: f64, load: SimLoad| SimConfig {
-        admission: None,
-        replicas: cfg.replicas,
-        capacity_bytes: trace.capacity_for(frac),
-        eviction: cfg.eviction,
-        window: cfg.window,
-        seed: cfg.seed,
-        load,
-    };
+    let admission = cfg.admission_rule(trace);
     let results: Vec<GridResult> = jobs
         .par_iter()
         .map(|&(kind, frac)| {
             let load = cfg.loads.of(kind);
-            let mut sc = sim_cfg(frac, load);
-            if kind == PolicyKind::Table {
-                sc.admission = admission.clone();
-            }
+            let rule = admission.clone().filter(|_| kind == PolicyKind::Table);
+            let sc = cfg.sim_config(trace, frac, load, rule);
             // A fresh policy per job: round-robin keeps a counter, and runs must not share
             // state across threads. It was built successfully above, so this cannot fail.
             let policy = build_policy(kind, &params)?;
@@ -175,7 +194,10 @@ pub fn run_grid(trace: &Trace, cfg: &GridConfig) -> Result<GridOutput, PolicyErr
         .map(|&frac| BoundResult {
             name: "one-big-cache".to_owned(),
             cache_frac: frac,
-            miss_bytes_ratio: one_big_cache(trace, &sim_cfg(frac, SimLoad::Queries)),
+            miss_bytes_ratio: one_big_cache(
+                trace,
+                &cfg.sim_config(trace, frac, SimLoad::Queries, None),
+            ),
         })
         .collect();
     let mut speeds: Vec<f64> = results.iter().map(|r| r.sim.lookups_per_sec()).collect();

@@ -9,6 +9,7 @@ use data::table::VotingTable;
 use serde::Serialize;
 
 use super::replay::Observer;
+use super::table_terms::TableTerms;
 use super::trace::Trace;
 
 /// The role of a lookup's replica for its term.
@@ -33,7 +34,7 @@ pub enum Role {
 }
 
 impl Role {
-    /// Every role, in report order.
+    /// Every role, in report order (their declaration order: `role as usize` indexes it).
     pub const ALL: [Role; 6] = [
         Role::Top,
         Role::LargerTermsTop,
@@ -126,17 +127,10 @@ impl<'a> MissWatch<'a> {
     /// A watch of `trace` replayed through `table`.
     pub fn new(trace: &'a Trace, table: &VotingTable) -> Self {
         let n = trace.dict.len();
-        let mut top: Vec<Option<(u16, f32)>> = vec![None; n];
+        let TableTerms { rows, top } = TableTerms::new(trace, table);
         let mut voted = vec![0u64; n];
-        for row in &table.rows {
-            let Some(t) = trace.dict.get(&row.term) else {
-                continue;
-            };
-            let t = t as usize;
-            voted[t] |= 1 << row.replica;
-            if top[t].is_none_or(|(_, w)| row.weight > w) {
-                top[t] = Some((row.replica, row.weight));
-            }
+        for (t, r, _) in rows {
+            voted[t] |= 1 << r;
         }
         MissWatch {
             trace,
@@ -242,8 +236,7 @@ impl Observer for MissWatch<'_> {
         let t = term as usize;
         let b = self.trace.term_bytes[t];
         let role = self.role(query, term, replica);
-        let role_at = Role::ALL.iter().position(|&r| r == role).unwrap_or(0);
-        self.by_role[role_at].add(b, hit);
+        self.by_role[role as usize].add(b, hit);
         let reason_at = Reason::ALL
             .iter()
             .position(|&r| r == decision.reason)

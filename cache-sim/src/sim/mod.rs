@@ -20,6 +20,7 @@ pub mod misses;
 pub mod parts;
 pub mod replay;
 pub mod switch;
+mod table_terms;
 pub mod trace;
 
 pub use bound::one_big_cache;

@@ -1,14 +1,10 @@
 //! `ballot eval --breakdown`: replays the test part through the `table` policy once more
 //! per cache size with a [`MissWatch`], and prints where the table's flash bytes go.
 
-use std::sync::Arc;
-
-use anyhow::Result;
-use balancer::policy::{build_policy, PolicyKind, PolicyParams};
-use cache_sim::sim::admission::Admission;
+use anyhow::{Context, Result};
+use balancer::policy::{build_policy, PolicyKind};
 use cache_sim::sim::misses::{Breakdown, Bytes, MissWatch};
-use cache_sim::sim::{replay, GridConfig, SimConfig, Trace};
-use data::table::VotingTable;
+use cache_sim::sim::{replay, GridConfig, Trace};
 use serde::Serialize;
 
 /// One cache size's breakdown.
@@ -21,36 +17,16 @@ pub struct SizedBreakdown {
     pub breakdown: Breakdown,
 }
 
-/// Runs and prints the breakdown of `table` at every cache size of `cfg`, listing the
-/// `top_terms` terms that miss the most.
-pub fn run(
-    trace: &Trace,
-    cfg: &GridConfig,
-    table: &Arc<VotingTable>,
-    top_terms: usize,
-) -> Result<Vec<SizedBreakdown>> {
-    let params = PolicyParams {
-        eps: cfg.eps,
-        homes: cfg.homes,
-        term_bytes: Arc::new(trace.term_bytes_map()),
-        table: Some(table.clone()),
-        ..PolicyParams::new(cfg.replicas)
-    };
-    let policy = build_policy(PolicyKind::Table, &params)?;
-    let admission = cfg
-        .admission
-        .map(|share| Arc::new(Admission::from_table(trace, table, share)));
+/// Runs and prints the breakdown of `cfg`'s table (which it has) at every cache size of
+/// `cfg`, listing the `top_terms` terms that miss the most.
+pub fn run(trace: &Trace, cfg: &GridConfig, top_terms: usize) -> Result<Vec<SizedBreakdown>> {
+    let table = cfg.table.as_ref().context("a breakdown needs a table")?;
+    let policy = build_policy(PolicyKind::Table, &cfg.policy_params(trace))?;
+    let admission = cfg.admission_rule(trace);
+    let load = cfg.loads.of(PolicyKind::Table);
     let mut out = Vec::new();
     for &cache_frac in &cfg.cache_fracs {
-        let sim = SimConfig {
-            admission: admission.clone(),
-            replicas: cfg.replicas,
-            capacity_bytes: trace.capacity_for(cache_frac),
-            eviction: cfg.eviction,
-            window: cfg.window,
-            seed: cfg.seed,
-            load: cfg.loads.of(PolicyKind::Table),
-        };
+        let sim = cfg.sim_config(trace, cache_frac, load, admission.clone());
         let mut watch = MissWatch::new(trace, table);
         replay(trace, policy.as_ref(), &sim, &mut watch);
         let breakdown = watch.report(top_terms);

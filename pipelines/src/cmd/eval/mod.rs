@@ -148,9 +148,9 @@ pub fn run(args: &EvalArgs) -> Result<EvalReport> {
     stage.finish("done");
 
     print_table(&out);
-    let breakdowns = match (args.breakdown, &cfg.table) {
-        (Some(top), Some(table)) => misses::run(&trace, &cfg, table, top)?,
-        _ => Vec::new(),
+    let breakdowns = match args.breakdown {
+        Some(top) => misses::run(&trace, &cfg, top)?,
+        None => Vec::new(),
     };
     println!(
         "lookups_per_sec {:.1}M (median single-thread replay), total {:.1}s",
