@@ -1,6 +1,7 @@
 //! The query-string decoder both servers use, so the balancer and the replica can never
-//! disagree on what a query was, with one length limit ([`MAX_QUERY_BYTES`]); and the one
-//! header of their answer they agree on ([`MISS_BYTES_HEADER`]).
+//! disagree on what a query was, with one length limit ([`MAX_QUERY_BYTES`]); the one
+//! header of their answer they agree on ([`MISS_BYTES_HEADER`]); and the cache hint the
+//! balancer sends with a query ([`CacheHint`]).
 //!
 //! A query string is `application/x-www-form-urlencoded` (the URL standard): pairs split on
 //! `&`, a key split from its value at the first `=`, `+` is a space and `%XX` a byte.
@@ -53,6 +54,56 @@ pub const DEFAULT_K: usize = 10;
 /// The response header in which a replica reports the flash bytes a search read there, and
 /// from which the balancer's `work` load counts them.
 pub const MISS_BYTES_HEADER: &str = "x-ballot-miss-bytes";
+
+/// The request header in which the balancer names the query's terms that the replica it
+/// chose should not cache (its table's admission rule, `balancer::policy::admission`):
+/// the terms as the shared tokenizer writes them, separated by single spaces.
+pub const NO_CACHE_HEADER: &str = "x-ballot-no-cache";
+
+/// The request header bounding [`NO_CACHE_HEADER`]: the hint holds for caches of at most
+/// this many bytes (the size the table was trained for); a larger cache ignores it.
+pub const NO_CACHE_WITHIN_HEADER: &str = "x-ballot-no-cache-within";
+
+/// A replica's reading of the balancer's cache hint: which of a query's terms it reads
+/// from flash without caching.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CacheHint {
+    terms: Vec<String>,
+}
+
+impl CacheHint {
+    /// The hint in the header values `no_cache` and `within` for a cache of `cache_bytes`:
+    /// empty when there is none or the cache is larger than `within`. Errors (a 400 at the
+    /// replica) when a value is not UTF-8 or `within` is not a byte count.
+    pub fn read(
+        no_cache: Option<&[u8]>,
+        within: Option<&[u8]>,
+        cache_bytes: u64,
+    ) -> Result<CacheHint, String> {
+        let Some(no_cache) = no_cache else {
+            return Ok(CacheHint::default());
+        };
+        if let Some(within) = within {
+            let bound: u64 = std::str::from_utf8(within)
+                .ok()
+                .and_then(|v| v.trim().parse().ok())
+                .ok_or_else(|| format!("header {NO_CACHE_WITHIN_HEADER} is not a byte count"))?;
+            if cache_bytes > bound {
+                return Ok(CacheHint::default());
+            }
+        }
+        let text = std::str::from_utf8(no_cache)
+            .map_err(|_| format!("header {NO_CACHE_HEADER} is not valid UTF-8"))?;
+        Ok(CacheHint {
+            terms: text.split_ascii_whitespace().map(str::to_owned).collect(),
+        })
+    }
+
+    /// Whether `term`'s list is read without caching.
+    pub fn skips(&self, term: &str) -> bool {
+        self.terms.iter().any(|t| t == term)
+    }
+}
 
 /// Why a query string was rejected; each maps to a 400 with a JSON error.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -198,5 +249,23 @@ mod tests {
         let kv: Vec<(&str, &str)> = params("a=1&b&c=x=y").map(|p| (p.key, p.raw)).collect();
         assert_eq!(kv, [("a", "1"), ("b", ""), ("c", "x=y")]);
         assert_eq!(decode("x%3Dy", 10).as_deref(), Ok("x=y"));
+    }
+
+    #[test]
+    fn the_cache_hint_holds_up_to_its_cache_size() {
+        let hint = CacheHint::read(Some(b"the of"), Some(b"1000"), 1000).unwrap();
+        assert!(hint.skips("the") && hint.skips("of") && !hint.skips("cat"));
+        let larger = CacheHint::read(Some(b"the of"), Some(b"1000"), 1001).unwrap();
+        assert!(!larger.skips("the"), "a larger cache ignores the hint");
+        let unbounded = CacheHint::read(Some("straße".as_bytes()), None, u64::MAX).unwrap();
+        assert!(unbounded.skips("straße"));
+        assert_eq!(
+            CacheHint::read(None, Some(b"1"), 0).unwrap(),
+            CacheHint::default()
+        );
+        let bad = CacheHint::read(Some(b"a"), Some(b"lots"), 1).unwrap_err();
+        assert!(bad.contains(NO_CACHE_WITHIN_HEADER), "{bad}");
+        let bad = CacheHint::read(Some(&[0xff, 0xfe]), None, 1).unwrap_err();
+        assert!(bad.contains("UTF-8"), "{bad}");
     }
 }

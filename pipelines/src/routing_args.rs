@@ -1,7 +1,8 @@
 //! The routing options shared by every command that simulates or serves the bounded-load
-//! vote rule (`eval`, `train`, `grid`, `demo`): what the load bound counts (`--load`,
-//! `--work-query-bytes`, in the simulator exactly as in the HTTP balancer:
-//! `balancer::load`) and how `table` spreads a query over its homes (`--homes`).
+//! vote rule (`eval`, `train`, `grid`, `demo`, `simulate`): what the load bound counts
+//! (`--load`, `--work-query-bytes`, in the simulator exactly as in the HTTP balancer:
+//! `balancer::load`) and how `table` spreads a query over its homes (`--homes`); and the
+//! check of `--cache-admission`, which `eval`, `grid`, `simulate` and `demo` take.
 //!
 //! `--load auto` (the default) serves each policy under its own bound: a learned table
 //! under `work` (it is trained to balance what the bottleneck does, the flash bytes each
@@ -12,6 +13,7 @@
 use std::str::FromStr;
 
 use anyhow::{bail, Result};
+use balancer::policy::admission::CacheAdmission;
 use balancer::{LoadKind, PolicyKind};
 use cache_sim::sim::{PolicyLoads, SimLoad};
 use clap::Args;
@@ -130,4 +132,12 @@ impl RoutingArgs {
             LoadChoice::Kind(k) => k.to_string(),
         }
     }
+}
+
+/// `--cache-admission SHARE` (`eval`, `grid`, `simulate`, `demo`), checked: the table's cache
+/// admission rule ([`balancer::policy::admission`]), or `None` when not given.
+pub fn cache_admission(share: Option<f64>) -> Result<Option<CacheAdmission>> {
+    share
+        .map(|s| CacheAdmission::new(s).map_err(|e| anyhow::anyhow!("--cache-admission: {e}")))
+        .transpose()
 }

@@ -250,14 +250,35 @@ fn real_log_without_sizes_is_an_error() {
 }
 
 #[test]
-fn admission_is_a_share_and_needs_a_table() {
+fn cache_admission_is_a_share_and_needs_a_table() {
     // A usage error, from the argument parser.
-    let out = ballot(&["eval", "--admission", "0.5"]);
+    let out = ballot(&["eval", "--cache-admission", "0.5"]);
     assert!(!out.status.success());
     assert!(stderr(&out).contains("--table"), "{}", stderr(&out));
     assert_clean_failure(
-        &["eval", "--table", "t.parquet", "--admission", "1.5"],
-        &["--admission 1.5", "[0, 1]"],
+        &["eval", "--table", "t.parquet", "--cache-admission", "1.5"],
+        &["--cache-admission", "(0, 1]", "got 1.5"],
+    );
+    // The same check in every command that takes it, before any work.
+    assert_clean_failure(
+        &["grid", "--cache-admission", "0"],
+        &["--cache-admission", "(0, 1]", "got 0"],
+    );
+    assert_clean_failure(
+        &["simulate", "--table", "t.parquet", "--cache-admission", "2"],
+        &["--cache-admission", "(0, 1]", "got 2"],
+    );
+    assert_clean_failure(
+        &[
+            "simulate",
+            "--table",
+            "t.parquet",
+            "--cache-admission",
+            "0.5",
+            "--shard-routing",
+            "pod",
+        ],
+        &["--cache-admission", "--shard-routing vote"],
     );
 }
 
@@ -282,6 +303,22 @@ fn demo_rejects_bad_settings_before_any_work() {
     assert_clean_failure(
         &["demo", "--out", out, "--live-policies", "nope"],
         &["--live-policies", "nope"],
+    );
+    assert_clean_failure(
+        &["demo", "--out", out, "--cache-admission", "1.1"],
+        &["--cache-admission", "(0, 1]"],
+    );
+    assert_clean_failure(
+        &[
+            "demo",
+            "--out",
+            out,
+            "--cache-admission",
+            "0.5",
+            "--shards",
+            "2",
+        ],
+        &["--cache-admission", "--shards"],
     );
     // A 1,000-query log has a 200-query test part: too small for the default live phases.
     assert_clean_failure(

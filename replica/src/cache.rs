@@ -190,8 +190,15 @@ impl RamCache {
         self.used.load(Relaxed)
     }
 
-    /// The list of `term_id`, from the cache or (once, however many ask) from `store`.
-    pub fn get(&self, store: &FlashStore, term_id: u32) -> Result<Fetched, FetchError> {
+    /// The list of `term_id`, from the cache or (once, however many ask) from `store`; a
+    /// list read from flash is cached only if `admit` (the balancer's admission hint, see
+    /// `data::query::CacheHint`).
+    pub fn get(
+        &self,
+        store: &FlashStore,
+        term_id: u32,
+        admit: bool,
+    ) -> Result<Fetched, FetchError> {
         if self.shared_hits {
             let inner = read(&self.inner);
             if inner.policy.get_shared(term_id) == SharedGet::Hit {
@@ -238,7 +245,12 @@ impl RamCache {
             .map_err(|e| FetchError(Arc::new(e)));
         match result {
             Ok((list, bytes, read_secs)) => {
-                let evicted = self.insert(term_id, &list, bytes);
+                let evicted = if admit {
+                    self.insert(term_id, &list, bytes)
+                } else {
+                    write(&self.inner).flights.remove(&term_id);
+                    Vec::new()
+                };
                 leader.finish(Ok((list.clone(), bytes)));
                 // Freed here, outside the lock (unless a query in flight still holds them).
                 drop(evicted);
@@ -339,6 +351,22 @@ mod tests {
     }
 
     #[test]
+    fn a_list_not_admitted_is_read_but_not_cached() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = store(tmp.path(), 0);
+        let cache = RamCache::new(EvictionKind::Lru, 1 << 20);
+        for _ in 0..2 {
+            assert_eq!(cache.get(&store, 3, false).unwrap().outcome, Outcome::Miss);
+        }
+        assert_eq!(cache.used_bytes(), 0);
+        assert!(cache.check_consistency());
+        // Admitted, it is cached; a later lookup that would not admit it still hits.
+        assert_eq!(cache.get(&store, 3, true).unwrap().outcome, Outcome::Miss);
+        assert_eq!(cache.get(&store, 3, false).unwrap().outcome, Outcome::Hit);
+        assert!(cache.used_bytes() > 0 && cache.check_consistency());
+    }
+
+    #[test]
     fn matches_the_simulator_for_every_policy() {
         let tmp = tempfile::tempdir().unwrap();
         let store = store(tmp.path(), 0);
@@ -357,7 +385,7 @@ mod tests {
             let cache = RamCache::new(kind, cap);
             let mut sim = new_cache(kind, cap);
             for &id in &trace {
-                let hit = cache.get(&store, id).unwrap().outcome == Outcome::Hit;
+                let hit = cache.get(&store, id, true).unwrap().outcome == Outcome::Hit;
                 assert_eq!(hit, sim.access(id, sizes[id as usize]), "{kind}");
                 assert!(cache.check_consistency(), "{kind}");
             }
@@ -372,12 +400,12 @@ mod tests {
         let cache = RamCache::new(EvictionKind::Lru, 1 << 20);
         let outcomes: Vec<Outcome> = std::thread::scope(|s| {
             let handles: Vec<_> = (0..8)
-                .map(|_| s.spawn(|| cache.get(&store, 5).unwrap().outcome))
+                .map(|_| s.spawn(|| cache.get(&store, 5, true).unwrap().outcome))
                 .collect();
             handles.into_iter().map(|h| h.join().unwrap()).collect()
         });
         assert_eq!(outcomes.iter().filter(|o| **o == Outcome::Miss).count(), 1);
-        assert_eq!(cache.get(&store, 5).unwrap().outcome, Outcome::Hit);
+        assert_eq!(cache.get(&store, 5, true).unwrap().outcome, Outcome::Hit);
     }
 
     /// A hit while another thread holds the lock shared (as a concurrent hit does): SIEVE and
@@ -389,12 +417,12 @@ mod tests {
         for kind in EvictionKind::ALL {
             let cache = RamCache::new(kind, 1 << 20);
             assert_eq!(cache.shared_hits(), kind != EvictionKind::Lru, "{kind}");
-            assert_eq!(cache.get(&store, 3).unwrap().outcome, Outcome::Miss);
+            assert_eq!(cache.get(&store, 3, true).unwrap().outcome, Outcome::Miss);
             let (tx, rx) = std::sync::mpsc::channel();
             std::thread::scope(|s| {
                 let held = read(&cache.inner);
                 let (cache, store) = (&cache, &store);
-                s.spawn(move || tx.send(cache.get(store, 3).unwrap().outcome));
+                s.spawn(move || tx.send(cache.get(store, 3, true).unwrap().outcome));
                 if cache.shared_hits() {
                     let got = rx.recv_timeout(Duration::from_secs(20));
                     assert_eq!(got, Ok(Outcome::Hit), "{kind}: hit blocked by a reader");
@@ -436,7 +464,7 @@ mod tests {
                             for _ in 0..2000 {
                                 let r = rng.next_u64() % 100;
                                 let id = (if r < 80 { r % 6 } else { r % 40 }) as u32;
-                                c[cache.get(store, id).unwrap().outcome as usize] += 1;
+                                c[cache.get(store, id, true).unwrap().outcome as usize] += 1;
                             }
                             c
                         })

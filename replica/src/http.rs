@@ -11,19 +11,21 @@
 //! the budget waits briefly for them and is then refused with 503 ([`crate::budget`]), so a
 //! balancer can retry elsewhere while latency and memory stay bounded. The query string is
 //! decoded by [`data::query`], the balancer's decoder, so every malformed input gets its
-//! own 400 with a JSON error and both servers agree on what the query was.
+//! own 400 with a JSON error and both servers agree on what the query was. A search may
+//! carry the balancer's cache hint ([`data::query::CacheHint`]): the terms whose lists a
+//! miss reads without caching.
 
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
 use axum::extract::{RawQuery, State};
-use axum::http::HeaderValue;
 use axum::http::{header, StatusCode};
+use axum::http::{HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
-use data::query::MISS_BYTES_HEADER;
+use data::query::{CacheHint, MISS_BYTES_HEADER, NO_CACHE_HEADER, NO_CACHE_WITHIN_HEADER};
 use hyper_util::service::TowerToHyperService;
 use metrics_exporter_prometheus::PrometheusHandle;
 use serde::Serialize;
@@ -199,10 +201,22 @@ impl Drop for Admitted {
     }
 }
 
-async fn search(State(state): State<Arc<AppState>>, RawQuery(raw): RawQuery) -> Response {
+async fn search(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    RawQuery(raw): RawQuery,
+) -> Response {
     let start = Instant::now();
     let stats = &state.engine.stats;
-    let (q, k) = match parse_params(raw.as_deref()) {
+    let hint = CacheHint::read(
+        headers.get(NO_CACHE_HEADER).map(HeaderValue::as_bytes),
+        headers
+            .get(NO_CACHE_WITHIN_HEADER)
+            .map(HeaderValue::as_bytes),
+        state.engine.cache.capacity(),
+    );
+    let parsed = hint.and_then(|hint| Ok((parse_params(raw.as_deref())?, hint)));
+    let ((q, k), hint) = match parsed {
         Ok(p) => p,
         Err(msg) => {
             stats.error("bad_request");
@@ -217,7 +231,7 @@ async fn search(State(state): State<Arc<AppState>>, RawQuery(raw): RawQuery) -> 
         );
     }
     let guard = Admitted(state.engine.clone());
-    let plan = match state.engine.plan(&q) {
+    let plan = match state.engine.plan(&q, &hint) {
         Ok(plan) => plan,
         Err(e) => {
             stats.query();

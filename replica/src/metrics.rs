@@ -8,7 +8,8 @@
 //! `replica_flash_bytes_read_total`, `replica_flash_read_seconds` and
 //! `replica_query_seconds` (histograms), `replica_cache_bytes`, `replica_inflight_queries`,
 //! `replica_inflight_bytes`, `replica_inflight_bytes_peak` (gauges),
-//! `replica_corrupt_lists_total`, `replica_errors_total{kind}` (`kind`: `bad_request`,
+//! `replica_corrupt_lists_total`, `replica_cache_uncached_reads_total` (misses the
+//! balancer's hint kept out of the cache), `replica_errors_total{kind}` (`kind`: `bad_request`,
 //! `unavailable`, `shed` for the concurrency limit, `over_budget` for the in-flight byte
 //! budget, `internal`).
 
@@ -41,6 +42,7 @@ pub struct Stats {
     shed: AtomicU64,
     shed_over_budget: AtomicU64,
     corrupt: AtomicU64,
+    uncached: AtomicU64,
 }
 
 /// A snapshot, as served by `GET /stats`.
@@ -84,6 +86,9 @@ pub struct StatsSnapshot {
     pub inflight_bytes_limit: u64,
     /// Lists that failed verification on read.
     pub corrupt_lists: u64,
+    /// Misses read without caching, as the balancer's hint asked (`data::query::CacheHint`).
+    #[serde(default)]
+    pub uncached_reads: u64,
 }
 
 /// Makes every counter and gauge appear (at zero) in `/metrics` before its first event.
@@ -99,6 +104,7 @@ pub fn register_metrics() {
         "replica_cache_miss_bytes_total",
         "replica_flash_bytes_read_total",
         "replica_corrupt_lists_total",
+        "replica_cache_uncached_reads_total",
     ] {
         metrics::counter!(name).increment(0);
     }
@@ -158,7 +164,13 @@ impl Stats {
         }
     }
 
-    /// Counts a list that failed verification.
+    /// Counts a miss read without caching, as the balancer's hint asked.
+    pub fn uncached_read(&self) {
+        self.uncached.fetch_add(1, Relaxed);
+        metrics::counter!("replica_cache_uncached_reads_total").increment(1);
+    }
+
+    /// Counts a list that failed verification on read.
     pub fn corrupt(&self) {
         self.corrupt.fetch_add(1, Relaxed);
         metrics::counter!("replica_corrupt_lists_total").increment(1);
@@ -243,6 +255,7 @@ impl Stats {
             inflight_bytes_peak: 0,
             inflight_bytes_limit: 0,
             corrupt_lists: self.corrupt.load(Relaxed),
+            uncached_reads: self.uncached.load(Relaxed),
         }
     }
 }

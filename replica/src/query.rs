@@ -16,6 +16,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use data::query::CacheHint;
 use data::tokenizer::Tokens;
 use serde::Serialize;
 
@@ -76,6 +77,8 @@ pub struct Plan {
     terms: Vec<String>,
     /// Each term's id, `None` for terms the index does not have.
     ids: Vec<Option<u32>>,
+    /// Per term: whether a miss caches its list (false where the balancer's hint says not).
+    admit: Vec<bool>,
     /// Stored bytes of the known terms' lists.
     list_bytes: u64,
     /// The largest of them.
@@ -107,11 +110,12 @@ impl Engine {
 
     /// Evaluates `query`, returning up to `k` doc ids. Blocks on flash reads.
     pub fn search(&self, query: &str, k: usize) -> Result<Answer, QueryError> {
-        self.run(self.plan(query)?, k)
+        self.run(self.plan(query, &CacheHint::default())?, k)
     }
 
-    /// Tokenizes `query` and resolves its terms (no I/O, no cache access).
-    pub fn plan(&self, query: &str) -> Result<Plan, QueryError> {
+    /// Tokenizes `query` and resolves its terms (no I/O, no cache access); the terms `hint`
+    /// skips will not be cached.
+    pub fn plan(&self, query: &str, hint: &CacheHint) -> Result<Plan, QueryError> {
         if query.len() > MAX_QUERY_BYTES {
             return Err(QueryError::BadRequest(format!(
                 "q is {} bytes; at most {MAX_QUERY_BYTES} are accepted",
@@ -125,6 +129,7 @@ impl Engine {
         let directory = self.store.directory();
         let terms: Vec<String> = tokens.iter().map(str::to_owned).collect();
         let ids: Vec<Option<u32>> = terms.iter().map(|t| directory.id(t)).collect();
+        let admit = terms.iter().map(|t| !hint.skips(t)).collect();
         let (mut list_bytes, mut largest) = (0u64, 0u64);
         for &id in ids.iter().flatten() {
             let len = directory.entry(id).map_or(0, |e| u64::from(e.len));
@@ -134,6 +139,7 @@ impl Engine {
         Ok(Plan {
             terms,
             ids,
+            admit,
             list_bytes,
             largest,
         })
@@ -151,7 +157,9 @@ impl Engine {
         if k > MAX_K {
             return Err(QueryError::BadRequest(format!("k must be at most {MAX_K}")));
         }
-        let Plan { terms, ids, .. } = plan;
+        let Plan {
+            terms, ids, admit, ..
+        } = plan;
         // A query with no terms (only punctuation, say) matches nothing, like unknown terms.
         if terms.is_empty() {
             return Ok(Answer {
@@ -165,15 +173,18 @@ impl Engine {
         let mut counts = CacheCounts::default();
         let mut any_unknown = false;
         let mut failure = None;
-        for id in ids {
+        for (id, admit) in ids.into_iter().zip(admit) {
             let Some(id) = id else {
                 self.stats.unknown_term();
                 any_unknown = true;
                 continue;
             };
-            match self.cache.get(&self.store, id) {
+            match self.cache.get(&self.store, id, admit) {
                 Ok(f) => {
                     self.stats.lookup(f.outcome, f.bytes, f.read_secs);
+                    if f.outcome == Outcome::Miss && !admit {
+                        self.stats.uncached_read();
+                    }
                     if f.outcome == Outcome::Miss {
                         counts.misses += 1;
                         counts.miss_bytes += f.bytes;

@@ -9,7 +9,9 @@
 //!   miss bytes ratio is within 0.05 of the simulator's, every throughput and p99 within 25%
 //!   of the queueing simulator's prediction, and no request fails. The same claims hold
 //!   with the index in two document shards of four replicas each (`--shards 2`), every
-//!   query fanned out to both.
+//!   query fanned out to both, and with the table's cache admission rule
+//!   (`--cache-admission 0.5`), where the table's replicas, and only theirs, read some
+//!   lists without caching them.
 //! - Killing one of three replicas in the middle of a replay fails no client request; the
 //!   killed replica had served traffic, the replay was still running at the kill, and the
 //!   balancer counted the failover (an ejection).
@@ -216,6 +218,33 @@ fn demo_table_beats_round_robin_over_http() {
             assert!(text.contains(policy), "{svg} does not name {policy}");
         }
     }
+}
+
+#[test]
+fn demo_with_cache_admission_keeps_its_claims_over_http() {
+    // The same claims with the table's replicas caching a list only at its homes
+    // (`[policy] cache_admission`): the balancer hints each query's other terms, the
+    // replicas read them without caching, and both simulators follow the same rule, so
+    // the measured miss bytes still match the simulated ones.
+    let _heavy = heavy();
+    let tmp = tempfile::tempdir().unwrap();
+    let (live, failed) = demo_claims(&tmp.path().join("demo"), "8", &["--cache-admission", "0.5"]);
+    assert_eq!(live["cache_admission"], 0.5, "{live}");
+    let rows = live["rows"].as_array().expect("rows");
+    let uncached = |name: &str| {
+        rows.iter()
+            .find(|r| r["policy"] == name)
+            .and_then(|r| r["uncached_reads"].as_u64())
+            .unwrap_or_else(|| panic!("no {name} row with uncached_reads in {live}"))
+    };
+    // Only the table's balancer hints; its replicas then skip caching some lists.
+    assert_eq!(uncached("round-robin"), 0, "{live}");
+    assert!(uncached("table") > 0, "no list was read uncached: {live}");
+    assert!(
+        failed.is_empty(),
+        "failed claims:\n  {}",
+        failed.join("\n  ")
+    );
 }
 
 #[test]

@@ -54,6 +54,10 @@
 //! sizes = "sizes.parquet"             # optional postings sizes (term-vote, table)
 //! vnodes = 160                        # consistent-hashing policies
 //! homes = 0.85                        # table: votes within 85% of the top are homes too
+//! cache_admission = 0.5               # table: the chosen replica caches a query's list only
+//!                                     #   where the term votes for it with at least this share
+//!                                     #   of its top vote (ballot's replica and [shadow] follow
+//!                                     #   it, up to the cache size the table was trained for)
 //!
 //! # Shadow caches (crate::shadow): the balancer's estimate of each replica's flash bytes,
 //! # for backends that report none. Needs [policy] sizes.
@@ -85,6 +89,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use balancer::load::{LoadKind, WorkSource, MAX_REPLICAS};
+use balancer::policy::admission::CacheAdmission;
 use balancer::policy::{PolicyKind, DEFAULT_EPS, DEFAULT_HOMES};
 use balancer::ring::{DEFAULT_VNODES, MAX_VNODES, MIN_VNODES};
 use eviction::EvictionKind;
@@ -177,6 +182,10 @@ pub struct PolicyConfig {
     /// the query too, and the least loaded home takes it (0: always the top vote).
     #[serde(default = "default_homes")]
     pub homes: f64,
+    /// `table`: the cache admission share (`balancer::policy::admission`); none: every
+    /// replica caches every list it reads.
+    #[serde(default)]
+    pub cache_admission: Option<f64>,
 }
 
 /// The `[shadow]` section: one cache per replica in the balancer, of the replica's size and
@@ -540,6 +549,8 @@ pub struct Validated {
     pub fallback: Fallback,
     /// `[shadow] eviction`, parsed (`None`: no shadow caches).
     pub shadow_eviction: Option<EvictionKind>,
+    /// `[policy] cache_admission`, checked (`None`: replicas cache all they read).
+    pub cache_admission: Option<CacheAdmission>,
 }
 
 impl Validated {
@@ -779,6 +790,18 @@ impl Config {
                 "policy `{policy}` needs policy.table (a voting-table Parquet path)"
             )));
         }
+        let cache_admission = match config.policy.cache_admission {
+            None => None,
+            Some(_) if policy != PolicyKind::Table => {
+                return Err(invalid(format!(
+                    "policy.cache_admission is only read by policy `table`, not `{policy}`"
+                )))
+            }
+            Some(share) => Some(
+                CacheAdmission::new(share)
+                    .map_err(|e| invalid(format!("policy.cache_admission: {e}")))?,
+            ),
+        };
         if !policy.needs_table() && config.policy.table.is_some() {
             return Err(invalid(format!(
                 "policy.table is only read by policy `table`, not `{policy}`"
@@ -864,6 +887,7 @@ impl Config {
             routes,
             fallback,
             shadow_eviction,
+            cache_admission,
         })
     }
 }
@@ -982,6 +1006,35 @@ address = "127.0.0.1:9000"
             let err = with(bad).unwrap_err().to_string();
             assert!(err.contains("health: path"), "{bad:?}: {err}");
         }
+    }
+
+    #[test]
+    fn cache_admission_is_a_share_for_a_table() {
+        let table = |extra: &str| {
+            parse(&BASE.replace(
+                "name = \"term-vote\"",
+                &format!("name = \"table\"\ntable = \"t.parquet\"\n{extra}"),
+            ))
+        };
+        assert_eq!(table("").expect("valid").cache_admission, None);
+        let v = table("cache_admission = 0.5").expect("valid");
+        assert_eq!(v.cache_admission.map(CacheAdmission::share), Some(0.5));
+        for bad in ["0", "1.5", "-0.1"] {
+            let err = table(&format!("cache_admission = {bad}"))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains("policy.cache_admission") && err.contains("(0, 1]"),
+                "{bad}: {err}"
+            );
+        }
+        let err = parse(&BASE.replace(
+            "name = \"term-vote\"",
+            "name = \"term-vote\"\ncache_admission = 0.5",
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("only read by policy `table`"), "{err}");
     }
 
     /// Replicas `(name, shard)` after a `[policy]` of `policy` and `shards` as written.

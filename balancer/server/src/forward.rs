@@ -118,7 +118,8 @@ pub fn request_id(client: &HeaderMap) -> HeaderValue {
 
 /// Writes the header lines to send upstream for a client request with headers `client`
 /// from `peer`, with request id `id`, to `out` (`name: value` and CRLF each; `Host` is
-/// written by the upstream pool).
+/// written by the upstream pool). The client's own cache hint headers stay behind: only
+/// the balancer hints ([`crate::cache_hint`]).
 pub fn write_upstream_headers(
     out: &mut Vec<u8>,
     client: &HeaderMap,
@@ -139,6 +140,8 @@ pub fn write_upstream_headers(
             || name == header::EXPECT
             || name == X_REQUEST_ID
             || name == X_FORWARDED_FOR
+            || name == data::query::NO_CACHE_HEADER
+            || name == data::query::NO_CACHE_WITHIN_HEADER
             || (has_connection && connection_lists(client, name.as_str()))
         {
             continue;
@@ -188,6 +191,8 @@ mod tests {
             ("x-custom", "1"),
             ("x-custom", "2"),
             ("x-forwarded-for", "10.0.0.1"),
+            ("x-ballot-no-cache", "the"),
+            ("x-ballot-no-cache-within", "1"),
         ]);
         let id = HeaderValue::from_static("abc");
         let mut block = Vec::new();

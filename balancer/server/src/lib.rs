@@ -31,6 +31,7 @@ pub mod access;
 pub mod admin;
 pub mod admit;
 pub mod body;
+pub mod cache_hint;
 pub mod cli;
 pub mod config;
 pub mod explain;

@@ -51,6 +51,7 @@ use metrics::{Counter, Histogram};
 use crate::access;
 use crate::admit::{Admission, InFlightGuard};
 use crate::body;
+use crate::cache_hint;
 use crate::fallback::FallbackRouter;
 use crate::forward::{self, X_REQUEST_ID};
 use crate::metrics as m;
@@ -61,6 +62,8 @@ use crate::state::{Choice, NoReplica, State};
 use crate::upstream::{self, Answer, Outgoing, Relay, RelayParts};
 use crate::work::WorkMeter;
 use balancer::load::LoadKind;
+use balancer::policy::admission::CacheAdmission;
+use balancer::policy::table::TableVotes;
 use balancer::policy::{hash_tokens, PolicyError, QueryKey};
 
 /// The proxy's handles.
@@ -177,6 +180,20 @@ fn hashed<T>(q: &str, f: impl FnOnce(&QueryKey<'_>) -> T) -> T {
     })
 }
 
+/// Runs `f` on the terms of `q` (this thread's buffers: no allocation).
+fn tokenized<T>(q: &str, f: impl FnOnce(&Tokens) -> T) -> T {
+    BUF.with(|b| {
+        let mut b = b.borrow_mut();
+        let tokens = &mut b.0;
+        tokens.tokenize(q);
+        f(tokens)
+    })
+}
+
+/// The table's cache admission rule with the table it reads, while `[policy]
+/// cache_admission` is set and a table routes.
+type CacheRule = (CacheAdmission, Arc<TableVotes>);
+
 /// One routing decision in this many is timed into `ballot_route_seconds`: timing each
 /// would cost two clock reads and a histogram update per request, about as much as the
 /// routing itself.
@@ -291,10 +308,23 @@ impl Proxy {
     /// At a first attempt, one query in [`ROUTE_SAMPLE`] is also priced on every live
     /// replica's shadow cache first, without feeding them: the chosen replica's bytes and
     /// their mean (round-robin's expected bytes) go to `ballot_sampled_miss_bytes_total`.
-    fn feed_shadow(&self, key: Key<'_>, choice: &Choice, first: bool) -> Option<u64> {
+    ///
+    /// The chosen replica's shadow cache keeps a missed list as the replica does: under the
+    /// `admission` rule, only at the term's homes.
+    fn feed_shadow(
+        &self,
+        key: Key<'_>,
+        choice: &Choice,
+        first: bool,
+        admission: Option<&CacheRule>,
+    ) -> Option<u64> {
         let (Key::Query(q), Some(shadow)) = (key, &self.shadow) else {
             return None;
         };
+        let rule =
+            admission.filter(|(_, votes)| CacheAdmission::applies(votes, shadow.cache_bytes()));
+        let slot = u16::try_from(choice.index).unwrap_or(u16::MAX);
+        let admits = |h: u64| rule.is_none_or(|(rule, votes)| rule.caches(votes, h, slot));
         let sampled = first
             && SHADOW_SAMPLED.with(|n| {
                 let next = n.get().wrapping_add(1);
@@ -315,7 +345,7 @@ impl Proxy {
                 }
                 sum / live.max(1)
             });
-            let missed = shadow.access(choice.index, &choice.replica, query.term_hashes);
+            let missed = shadow.access(choice.index, &choice.replica, query.term_hashes, admits);
             if let Some(rr) = round_robin {
                 // The chosen replica's bytes are what feeding its cache just missed.
                 self.sampled_chosen.increment(missed);
@@ -325,6 +355,17 @@ impl Proxy {
         });
         choice.replica.metrics.shadow_miss_bytes.increment(missed);
         Some(missed)
+    }
+
+    /// The cache hint's header lines for the query `key` sent to `choice`
+    /// ([`crate::cache_hint`]; `None`: no rule, or the replica caches every list).
+    fn cache_hint(key: Key<'_>, choice: &Choice, admission: Option<&CacheRule>) -> Option<Vec<u8>> {
+        let (Key::Query(q), Some((rule, votes))) = (key, admission) else {
+            return None;
+        };
+        tokenized(q, |tokens| {
+            cache_hint::header_lines(*rule, votes, tokens, choice.index)
+        })
     }
 
     /// Counts a query routed while a table ramps in by the side of the ramp that scored it.
@@ -634,6 +675,11 @@ impl Proxy {
         let mut exclude = 0u64;
         // Built only when an attempt fails: the success path allocates no error text.
         let mut last_error: Cow<'static, str> = Cow::Borrowed("no attempt made");
+        let admission: Option<CacheRule> = cfg.cache_admission.and_then(|rule| {
+            let routing = self.state.routing();
+            let table = routing.table.as_ref()?;
+            Some((rule, Arc::clone(&table.current)))
+        });
         for attempt in 0..attempts {
             // The first attempt starts when the request came in.
             let now = if attempt == 0 { start } else { Instant::now() };
@@ -657,7 +703,8 @@ impl Proxy {
                 Err(Unplaced::NoReplica) => break,
             };
             // The replica's cache sees the query now, in the order queries reach it.
-            let shadow_miss = self.feed_shadow(key, &choice, attempt == 0);
+            let shadow_miss = self.feed_shadow(key, &choice, attempt == 0, admission.as_ref());
+            let hint = Self::cache_hint(key, &choice, admission.as_ref());
             let why = if attempt == 0 {
                 self.count_ramp_side(key);
                 m::RequestReason::of(choice.reason)
@@ -676,7 +723,12 @@ impl Proxy {
             }
             let upstream = choice.replica.pool.send(
                 outgoing,
-                |out: &mut Vec<u8>| forward::write_upstream_headers(out, headers, peer, id),
+                |out: &mut Vec<u8>| {
+                    forward::write_upstream_headers(out, headers, peer, id);
+                    if let Some(lines) = &hint {
+                        out.extend_from_slice(lines);
+                    }
+                },
                 timeout,
             );
             match tokio::time::timeout_at(until.into(), upstream).await {

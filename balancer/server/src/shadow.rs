@@ -125,10 +125,22 @@ impl Shadow {
         Some((next, self.default_bytes))
     }
 
+    /// The cache size of each replica.
+    pub fn cache_bytes(&self) -> u64 {
+        self.cache_bytes
+    }
+
     /// Feeds the terms of one query routed to slot `index`, held by `replica`, into that
     /// slot's cache; returns the postings bytes they missed (what the replica will read
-    /// from flash for this query).
-    pub fn access(&self, index: usize, replica: &Arc<Replica>, term_hashes: &[u64]) -> u64 {
+    /// from flash for this query). A missed list is cached only if `admits` its term hash
+    /// (the cache admission rule, as the replica follows it).
+    pub fn access(
+        &self,
+        index: usize,
+        replica: &Arc<Replica>,
+        term_hashes: &[u64],
+        admits: impl Fn(u64) -> bool,
+    ) -> u64 {
         let Some(slot) = self.slots.get(index) else {
             return 0;
         };
@@ -147,7 +159,10 @@ impl Shadow {
         for &h in term_hashes {
             match self.term(h) {
                 Some((id, bytes)) => {
-                    if !cache.access(id, u64::from(bytes)) {
+                    if !cache.get(id) {
+                        if admits(h) {
+                            cache.insert(id, u64::from(bytes));
+                        }
                         missed += u64::from(bytes);
                     }
                 }
@@ -261,21 +276,26 @@ mod tests {
         let s = Shadow::new(&sizes, 21, 3_500, EvictionKind::Lru);
         let clock = Arc::new(QueryClock::default());
         let r = replica(&clock);
-        assert_eq!(s.access(0, &r, &[h("a"), h("b")]), 4_000);
+        assert_eq!(s.access(0, &r, &[h("a"), h("b")], |_| true), 4_000);
         // b (3,000) evicted a (1,000) to make room? a + b = 4,000 > 3,500: the LRU kept b.
-        assert_eq!(s.access(0, &r, &[h("b")]), 0);
-        assert_eq!(s.access(0, &r, &[h("a")]), 1_000);
+        assert_eq!(s.access(0, &r, &[h("b")], |_| true), 0);
+        assert_eq!(s.access(0, &r, &[h("a")], |_| true), 1_000);
         // An unknown term weighs the default and is cached like any other.
-        assert_eq!(s.access(0, &r, &[h("zzz")]), 21);
-        assert_eq!(s.access(0, &r, &[h("zzz")]), 0);
+        assert_eq!(s.access(0, &r, &[h("zzz")], |_| true), 21);
+        assert_eq!(s.access(0, &r, &[h("zzz")], |_| true), 0);
         // A peek does not feed the cache.
         assert_eq!(s.peek(0, &r, &[h("a"), h("zzz"), h("new")]), 21);
         assert_eq!(s.peek(0, &r, &[h("new")]), 21);
         // Another slot has its own cache.
         assert_eq!(s.peek(1, &r, &[h("zzz")]), 21);
-        assert_eq!(s.access(1, &r, &[h("zzz")]), 21);
+        assert_eq!(s.access(1, &r, &[h("zzz")], |_| true), 21);
         assert!(s.cached_bytes(0) <= 3_500 && s.cached_bytes(0) > 0);
         assert!(s.memory_bytes() > 0);
+        // A term the admission rule keeps out of a slot misses there every time.
+        let not_b = |t: u64| t != h("b");
+        assert_eq!(s.access(2, &r, &[h("b")], not_b), 3_000);
+        assert_eq!(s.access(2, &r, &[h("b"), h("a")], not_b), 4_000);
+        assert_eq!(s.access(2, &r, &[h("b"), h("a")], not_b), 3_000);
     }
 
     #[test]
@@ -284,15 +304,23 @@ mod tests {
         let s = Shadow::new(&sizes, 21, 10_000, EvictionKind::Sieve);
         let clock = Arc::new(QueryClock::default());
         let r = replica(&clock);
-        assert_eq!(s.access(0, &r, &[h("a")]), 1_000);
-        assert_eq!(s.access(0, &r, &[h("a")]), 0);
+        assert_eq!(s.access(0, &r, &[h("a")], |_| true), 1_000);
+        assert_eq!(s.access(0, &r, &[h("a")], |_| true), 0);
         // Ejected, then re-admitted later: a new live_since stamp.
         clock.tick();
         r.eject("test");
         r.record_check(true, 1, 1);
-        assert_eq!(s.access(0, &r, &[h("a")]), 1_000, "cold after coming back");
+        assert_eq!(
+            s.access(0, &r, &[h("a")], |_| true),
+            1_000,
+            "cold after coming back"
+        );
         // A new replica object in the slot.
         let other = replica(&clock);
-        assert_eq!(s.access(0, &other, &[h("a")]), 1_000, "cold when replaced");
+        assert_eq!(
+            s.access(0, &other, &[h("a")], |_| true),
+            1_000,
+            "cold when replaced"
+        );
     }
 }

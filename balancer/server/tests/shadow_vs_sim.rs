@@ -2,17 +2,22 @@
 //! queries a policy routes in the simulator, fed in the same order to the balancer's
 //! [`Shadow`] (term hashes in, ids and sizes from a size table, as the balancer does), must
 //! miss the same bytes as the simulated replicas, query by query, under every eviction
-//! policy. The simulator's misses are what the live system matches within 0.02; this is
-//! what makes the shadow's estimate the simulator's.
+//! policy, with and without the table's cache admission rule. The simulator's misses are
+//! what the live system matches within 0.02; this is what makes the shadow's estimate the
+//! simulator's.
 
 use std::sync::Arc;
 
-use balancer::policy::{build_policy, PolicyKind, PolicyParams};
+use balancer::policy::admission::CacheAdmission;
+use balancer::policy::table::TableVotes;
+use balancer::policy::{build_policy, PolicyKind, PolicyParams, TermBytes};
 use balancer_server::replicas::{QueryClock, Replica};
 use balancer_server::shadow::Shadow;
+use cache_sim::sim::admission::Admission;
 use cache_sim::sim::{replay, Observer, SimConfig, SimLoad, Trace};
 use data::sizes::{FreqTable, SizeModel, SizeTable, Sizes};
 use data::synth::{generate, SynthConfig};
+use data::table::{TableRow, VotingTable};
 use data::tokenizer::MAX_TERMS;
 use eviction::EvictionKind;
 
@@ -56,9 +61,31 @@ fn trace(n: usize) -> (Trace, SizeTable) {
     (t, table)
 }
 
+/// A voting table for the admission rule: each term votes 1 for one replica and 0.4 for
+/// the next, so at share 0.5 its list is cached on the first only.
+fn votes(t: &Trace) -> TableVotes {
+    let rows = t
+        .dict
+        .terms()
+        .enumerate()
+        .flat_map(|(i, term)| {
+            let home = (i % REPLICAS) as u16;
+            [
+                TableRow::new(term, home, 1.0),
+                TableRow::new(term, (home + 1) % REPLICAS as u16, 0.4),
+            ]
+        })
+        .collect();
+    let table = VotingTable::new(REPLICAS as u16, rows, Default::default()).unwrap();
+    TableVotes::build(&table, REPLICAS, Arc::new(TermBytes::new(21))).unwrap()
+}
+
 #[test]
 fn the_shadow_misses_what_the_simulator_misses_query_by_query() {
     let (t, table) = trace(30_000);
+    let votes = votes(&t);
+    let rule = CacheAdmission::new(0.5).unwrap();
+    let admission = Arc::new(Admission::new(&t, &votes, rule));
     let capacity = t.capacity_for(0.05);
     let policy = build_policy(PolicyKind::ChBl, &PolicyParams::new(REPLICAS)).unwrap();
     let clock = Arc::new(QueryClock::default());
@@ -68,9 +95,12 @@ fn the_shadow_misses_what_the_simulator_misses_query_by_query() {
             Arc::new(r)
         })
         .collect();
-    for eviction in EvictionKind::ALL {
+    let runs = EvictionKind::ALL
+        .into_iter()
+        .flat_map(|e| [(e, false), (e, true)]);
+    for (eviction, admits) in runs {
         let cfg = SimConfig {
-            admission: None,
+            admission: admits.then(|| Arc::clone(&admission)),
             replicas: REPLICAS,
             capacity_bytes: capacity,
             eviction,
@@ -95,16 +125,20 @@ fn the_shadow_misses_what_the_simulator_misses_query_by_query() {
                     .map(|&id| t.term_hashes[id as usize]),
             );
             let r = usize::from(replica);
-            let missed = shadow.access(r, &replicas[r], &hashes);
+            let missed = shadow.access(r, &replicas[r], &hashes, |h| {
+                !admits || rule.caches(&votes, h, replica)
+            });
             assert_eq!(
                 missed, sim_missed,
-                "{eviction}: query {q} on r{r}: shadow {missed} bytes, simulator {sim_missed}"
+                "{eviction} (admission {admits}): query {q} on r{r}: shadow {missed} bytes, \
+                 simulator {sim_missed}"
             );
             total += missed;
         }
         assert_eq!(
             total, sim.miss_bytes,
-            "{eviction}: shadow {total} bytes vs simulator {} over {} queries",
+            "{eviction} (admission {admits}): shadow {total} bytes vs simulator {} over {} \
+             queries",
             sim.miss_bytes, sim.queries
         );
         assert!(sim.miss_bytes > 0 && sim.miss_bytes < sim.requested_bytes);

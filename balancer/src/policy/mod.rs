@@ -29,6 +29,7 @@ use rustc_hash::FxHasher;
 use crate::load::{LoadView, MAX_REPLICAS};
 use crate::ring::{RingError, DEFAULT_VNODES, MAX_VNODES, MIN_VNODES};
 
+pub mod admission;
 pub mod vote;
 
 /// `HashMap` keyed by already-mixed 64-bit hashes; Fx is enough and is one multiply.

@@ -40,6 +40,9 @@ pub struct TableVotes {
     index: FxHashMap<u64, (u32, u16)>,
     votes: Vec<(u16, f32)>,
     term_bytes: Arc<TermBytes>,
+    /// The cache size the table was trained for (its `ballot.train.capacity_bytes`), if
+    /// it says.
+    trained_cache_bytes: Option<u64>,
 }
 
 impl TableVotes {
@@ -109,11 +112,16 @@ impl TableVotes {
             return Err(PolicyError::TableTooLarge(table.rows.len()));
         }
         votes.shrink_to_fit();
+        let trained_cache_bytes = table
+            .metadata
+            .get(data::table::KEY_TRAINED_CACHE_BYTES)
+            .and_then(|v| v.parse().ok());
         Ok(TableVotes {
             replicas,
             index,
             votes,
             term_bytes,
+            trained_cache_bytes,
         })
     }
 
@@ -152,6 +160,12 @@ impl TableVotes {
             acc = mix64(acc ^ u64::from(len));
         }
         acc
+    }
+
+    /// The per-replica cache size the table was trained for, if its metadata says
+    /// (`ballot train` writes it).
+    pub fn trained_cache_bytes(&self) -> Option<u64> {
+        self.trained_cache_bytes
     }
 
     /// The positive votes of the term with hash `term_hash`, by replica; `None` if the term

@@ -12,6 +12,8 @@ use serde::Serialize;
 
 use eviction::EvictionKind;
 
+use crate::sim::admission::Admission;
+
 use balancer::load::{DEFAULT_STALL_EPS, DEFAULT_STALL_SLACK, DEFAULT_WORK_QUERY_BYTES};
 /// The replica's default `--max-inflight`.
 pub const DEFAULT_MAX_INFLIGHT: u64 = 256;
@@ -48,6 +50,10 @@ pub enum QueueError {
         /// Trace length.
         len: usize,
     },
+    /// The cache admission rule reads one table's votes per replica index: it needs one
+    /// policy routing every shard.
+    #[error("cache admission needs one routing policy over shards (not power of d, per-shard policies or a pool)")]
+    Admission,
     /// An arrival schedule does not match its phase.
     #[error("arrival schedule: {0}")]
     Schedule(String),
@@ -340,6 +346,12 @@ pub struct QueueConfig {
     pub service: Service,
     /// Seed of every random choice (routing, arrivals, service times).
     pub seed: u64,
+    /// The table's cache admission rule ([`Admission`]): a server caches a list it read
+    /// only where the rule lets its replica index cache it (`None`: every list it reads).
+    /// Policy routing over shards only; the rule applies when the servers' caches are no
+    /// larger than the table was trained for ([`Admission::applies`]).
+    #[serde(skip)]
+    pub admission: Option<Arc<Admission>>,
 }
 
 impl QueueConfig {
@@ -356,6 +368,7 @@ impl QueueConfig {
             cores: Cores::Unlimited,
             service: Service::Flash,
             seed: 1,
+            admission: None,
         }
     }
 
@@ -378,6 +391,11 @@ impl QueueConfig {
         }
         if self.servers() > MAX_SERVERS {
             return Err(param("servers", self.servers(), "at most 2^20"));
+        }
+        if self.admission.is_some()
+            && !(matches!(router, Router::Policy(_)) && matches!(self.fanout, Fanout::Shards(_)))
+        {
+            return Err(QueueError::Admission);
         }
         match router {
             Router::Policy(_) => {

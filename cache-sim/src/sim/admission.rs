@@ -1,16 +1,16 @@
-//! Caching a list only at its homes: an admission rule taken from the voting table. A
-//! replica caches a term's postings only if the term votes for it with at least `share`
-//! of the term's top vote (a term with no row caches everywhere). Elsewhere a miss reads
-//! the list from flash without caching it, so a list fetched for a query the table sent
-//! away from the list's homes does not evict what that replica keeps for its own terms.
-//!
-//! Only the trace simulator models it (`ballot eval --admission`): the replica and the
-//! balancer do not do it yet. It measures what the rule would save
-//! ([results.md](../../../docs/results.md), "Caching only at the homes").
+//! Caching a list only at its homes, in the trace simulator: the table's admission rule
+//! ([`balancer::policy::admission`], the rule the balancer's shadow caches and ballot's
+//! replica apply) precomputed per trace term id, so a replay checks it with one bit test.
+//! `ballot eval --cache-admission SHARE` replays the table with it (docs/learner.md, "Caching only
+//! at the homes").
 
+use std::sync::Arc;
+
+use balancer::policy::admission::CacheAdmission;
+use balancer::policy::table::TableVotes;
+use balancer::policy::PolicyError;
 use data::table::VotingTable;
 
-use super::table_terms::TableTerms;
 use super::trace::Trace;
 
 /// Which replicas cache each term of a trace.
@@ -18,23 +18,46 @@ use super::trace::Trace;
 pub struct Admission {
     /// Per trace term id: the replicas that cache it, as a bit set.
     caching: Vec<u64>,
+    /// The cache size the table was trained for (the rule applies up to it), if known.
+    trained_cache_bytes: Option<u64>,
 }
 
 impl Admission {
-    /// The rule of `table` with `share` in `[0, 1]`: term `t` is cached on replica `r` when
-    /// its vote for `r` is at least `share` times its largest vote.
-    pub fn from_table(trace: &Trace, table: &VotingTable, share: f32) -> Admission {
-        let TableTerms { rows, top } = TableTerms::new(trace, table);
-        let mut caching: Vec<u64> = top
-            .iter()
-            .map(|t| if t.is_some() { 0 } else { u64::MAX })
+    /// `rule` under `votes` for every term of `trace`.
+    pub fn new(trace: &Trace, votes: &TableVotes, rule: CacheAdmission) -> Admission {
+        let replicas = votes.replicas() as u16;
+        let caching = trace
+            .dict
+            .terms()
+            .map(|term| {
+                let h = data::hash::term_hash(term);
+                (0..replicas)
+                    .filter(|&r| rule.caches(votes, h, r))
+                    .fold(0u64, |set, r| set | 1 << r)
+            })
             .collect();
-        for (t, r, w) in rows {
-            if top[t].is_some_and(|(_, best)| w >= share * best) {
-                caching[t] |= 1 << r;
-            }
+        Admission {
+            caching,
+            trained_cache_bytes: votes.trained_cache_bytes(),
         }
-        Admission { caching }
+    }
+
+    /// `rule` under `table` (of `replicas` replicas, with `trace`'s sizes) for every term of
+    /// `trace`.
+    pub fn for_table(
+        trace: &Trace,
+        table: &VotingTable,
+        replicas: usize,
+        rule: CacheAdmission,
+    ) -> Result<Admission, PolicyError> {
+        let votes = TableVotes::build(table, replicas, Arc::new(trace.term_bytes_map()))?;
+        Ok(Admission::new(trace, &votes, rule))
+    }
+
+    /// Whether the rule applies to caches of `capacity_bytes` ([`CacheAdmission::applies`]).
+    pub fn applies(&self, capacity_bytes: u64) -> bool {
+        self.trained_cache_bytes
+            .is_none_or(|trained| capacity_bytes <= trained)
     }
 
     /// Whether `replica` caches `term`'s list after a miss.
@@ -49,9 +72,11 @@ impl Admission {
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
+    use std::sync::Arc;
 
+    use balancer::policy::TermBytes;
     use data::sizes::{SizeTable, Sizes};
-    use data::table::TableRow;
+    use data::table::{TableRow, VotingTable, KEY_TRAINED_CACHE_BYTES};
     use eviction::EvictionKind;
 
     use super::*;
@@ -64,28 +89,35 @@ mod tests {
         Trace::build(queries.iter().copied(), train_len, &sizes)
     }
 
+    fn admission(trace: &Trace, rows: Vec<TableRow>, trained: Option<u64>) -> Admission {
+        let metadata = trained
+            .map(|b| (KEY_TRAINED_CACHE_BYTES.to_owned(), b.to_string()))
+            .into_iter()
+            .collect::<BTreeMap<_, _>>();
+        let table = VotingTable::new(2, rows, metadata).unwrap();
+        let votes = TableVotes::build(&table, 2, Arc::new(TermBytes::new(21))).unwrap();
+        Admission::new(trace, &votes, CacheAdmission::new(0.5).unwrap())
+    }
+
     #[test]
-    fn a_term_is_cached_where_it_votes_enough() {
+    fn each_trace_term_gets_the_rule_of_its_votes() {
         let trace = trace(&["a b c"], 1);
         let rows = vec![
             TableRow::new("a", 0, 10.0),
-            TableRow::new("a", 1, 6.0),
-            TableRow::new("a", 2, 4.0),
+            TableRow::new("a", 1, 4.0),
             TableRow::new("b", 1, 1.0),
         ];
-        let table = VotingTable::new(3, rows, BTreeMap::new()).unwrap();
+        let adm = admission(&trace, rows, Some(500));
         let id = |t: &str| trace.dict.get(t).unwrap();
-        let adm = Admission::from_table(&trace, &table, 0.5);
         let at = |t: &str| {
-            (0..3)
+            (0..2)
                 .filter(|&r| adm.caches(id(t), r))
                 .collect::<Vec<u16>>()
         };
-        assert_eq!(at("a"), [0, 1], "6 >= 0.5 * 10 > 4");
+        assert_eq!(at("a"), [0]);
         assert_eq!(at("b"), [1]);
-        assert_eq!(at("c"), [0, 1, 2], "no row: cached everywhere");
-        let all = Admission::from_table(&trace, &table, 0.0);
-        assert_eq!((0..3).filter(|&r| all.caches(id("a"), r)).count(), 3);
+        assert_eq!(at("c"), [0, 1], "no row: cached everywhere");
+        assert!(adm.applies(500) && !adm.applies(501));
     }
 
     #[test]
@@ -94,8 +126,7 @@ mod tests {
         // only on replica 1, so each of its lookups misses, while "b" (no row) hits after
         // its first.
         let trace = trace(&["a b", "a b", "a b", "a b"], 1);
-        let table = VotingTable::new(2, vec![TableRow::new("a", 1, 1.0)], BTreeMap::new()).unwrap();
-        let admission = Admission::from_table(&trace, &table, 0.5);
+        let admission = admission(&trace, vec![TableRow::new("a", 1, 1.0)], None);
         let params = balancer::policy::PolicyParams::new(1);
         let policy =
             balancer::policy::build_policy(balancer::policy::PolicyKind::RoundRobin, &params)
@@ -107,7 +138,7 @@ mod tests {
             window: 10,
             seed: 1,
             load: SimLoad::Queries,
-            admission: Some(std::sync::Arc::new(admission)),
+            admission: Some(Arc::new(admission)),
         };
         let with = replay(&trace, policy.as_ref(), &cfg, &mut NoObserver);
         assert_eq!((with.requested_bytes, with.miss_bytes), (600, 300));

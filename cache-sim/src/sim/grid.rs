@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use balancer::policy::admission::CacheAdmission;
 use balancer::policy::{build_policy, PolicyError, PolicyKind, PolicyParams};
 use data::table::VotingTable;
 use rayon::prelude::*;
@@ -37,9 +38,9 @@ pub struct GridConfig {
     pub loads: PolicyLoads,
     /// `table`'s home share (`balancer::policy::vote`).
     pub homes: f64,
-    /// With a table: its replicas cache a list only where it votes at least this share of
-    /// its top vote ([`Admission`]); every other policy's replicas cache all they read.
-    pub admission: Option<f32>,
+    /// With a table: its replicas cache a list only where it votes enough for the list's
+    /// term ([`Admission`]); every other policy's replicas cache all they read.
+    pub admission: Option<CacheAdmission>,
 }
 
 /// What the load window counts, per policy: a learned table is served under the bound it
@@ -128,13 +129,21 @@ impl GridConfig {
     }
 
     /// The table's admission rule over `trace`, when one is asked for.
-    pub fn admission_rule(&self, trace: &Trace) -> Option<Arc<Admission>> {
-        let (share, table) = (self.admission?, self.table.as_ref()?);
-        Some(Arc::new(Admission::from_table(trace, table, share)))
+    pub fn admission_rule(&self, trace: &Trace) -> Result<Option<Arc<Admission>>, PolicyError> {
+        let (Some(rule), Some(table)) = (self.admission, self.table.as_ref()) else {
+            return Ok(None);
+        };
+        Ok(Some(Arc::new(Admission::for_table(
+            trace,
+            table,
+            self.replicas,
+            rule,
+        )?)))
     }
 
     /// One replay's parameters: cache size `frac`, load view `load`, and `admission` (for
-    /// the table's replay).
+    /// the table's replay; dropped where the caches are larger than the table was trained
+    /// for, see [`Admission::applies`]).
     pub fn sim_config(
         &self,
         trace: &Trace,
@@ -142,14 +151,15 @@ impl GridConfig {
         load: SimLoad,
         admission: Option<Arc<Admission>>,
     ) -> SimConfig {
+        let capacity_bytes = trace.capacity_for(frac);
         SimConfig {
             replicas: self.replicas,
-            capacity_bytes: trace.capacity_for(frac),
+            capacity_bytes,
             eviction: self.eviction,
             window: self.window,
             seed: self.seed,
             load,
-            admission,
+            admission: admission.filter(|a| a.applies(capacity_bytes)),
         }
     }
 }
@@ -166,7 +176,7 @@ pub fn run_grid(trace: &Trace, cfg: &GridConfig) -> Result<GridOutput, PolicyErr
         .iter()
         .flat_map(|&k| cfg.cache_fracs.iter().map(move |&f| (k, f)))
         .collect();
-    let admission = cfg.admission_rule(trace);
+    let admission = cfg.admission_rule(trace)?;
     let results: Vec<GridResult> = jobs
         .par_iter()
         .map(|&(kind, frac)| {

@@ -6,7 +6,7 @@
 //! - [`replay`](mod@replay) routes each query with the same `balancer` policy code the HTTP balancer
 //!   serves with, and looks each term up in the chosen replica's cache (the same eviction
 //!   code the replica caches with); only the test part is counted.
-//! - [`admission`] caches a list only at its homes in the table (a what-if of the replica).
+//! - [`admission`] caches a list only at its homes in the table (the balancer's rule, per term id).
 //! - [`bound`] is the reference point: one cache of R times the capacity.
 //! - [`grid`] runs many (policy, cache size) configurations in parallel.
 //! - [`switch`] simulates a live switch between two voting tables, ramped or instant.

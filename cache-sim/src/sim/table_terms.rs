@@ -1,5 +1,5 @@
 //! A voting table's rows by trace term id, with each term's top vote: what the miss
-//! breakdown ([`super::misses`]) and the admission rule ([`super::admission`]) both read.
+//! breakdown ([`super::misses`]) reads.
 
 use data::table::VotingTable;
 

@@ -50,6 +50,8 @@ pub const KEY_REPLICAS: &str = "ballot.replicas";
 pub const KEY_FORMAT_VERSION: &str = "ballot.format_version";
 /// Metadata key holding the creation time (unix seconds).
 pub const KEY_CREATED_AT: &str = "ballot.created_at";
+/// Metadata key of the per-replica cache size, in bytes, a trained table was learned for.
+pub const KEY_TRAINED_CACHE_BYTES: &str = "ballot.train.capacity_bytes";
 /// Rows per record batch when reading: with terms of at most
 /// [`TableLimits::max_term_bytes`], one batch holds at most 4,096 × 6,144 bytes = 24 MiB of
 /// terms however the file is encoded.

@@ -42,6 +42,11 @@ pub struct GridArgs {
     /// Seed of training and simulation.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Each configuration's table is replayed with its replicas caching a list only where
+    /// the list's term votes at least this share of its top vote (the balancer's `[policy]
+    /// cache_admission`; docs/learner.md, "Caching only at the homes").
+    #[arg(long, value_name = "SHARE")]
+    pub cache_admission: Option<f64>,
     /// Write every configuration's full results as JSON here.
     #[arg(long)]
     pub json: Option<std::path::PathBuf>,
@@ -80,6 +85,7 @@ pub fn flash_bound_gain(a: &cache_sim::sim::SimResult, b: &cache_sim::sim::SimRe
 
 /// Runs `ballot grid`.
 pub fn run(args: &GridArgs) -> Result<()> {
+    let admission = crate::routing_args::cache_admission(args.cache_admission)?;
     let configs = args
         .configs
         .iter()
@@ -131,7 +137,7 @@ pub fn run(args: &GridArgs) -> Result<()> {
                 table: Some(Arc::new(out.table)),
                 loads: args.routing.policy_loads()?,
                 homes: args.routing.homes,
-                admission: None,
+                admission,
             },
         )?;
         let find = |name: &str| grid.results.iter().find(|r| r.policy == name);

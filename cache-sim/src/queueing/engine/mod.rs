@@ -31,6 +31,7 @@ mod summary;
 
 use std::collections::VecDeque;
 use std::ops::Range;
+use std::sync::Arc;
 use std::time::Instant;
 
 use balancer::load::{InFlight, Window};
@@ -42,6 +43,7 @@ use super::events::Events;
 use super::result::PhaseResult;
 use super::server::Server;
 use super::service::exp;
+use crate::sim::admission::Admission;
 use crate::sim::Trace;
 use eviction::Cache;
 
@@ -140,6 +142,8 @@ pub(crate) struct Engine<'a, C> {
     terms: Vec<TermInfo>,
     router: Router<'a>,
     cfg: QueueConfig,
+    /// The admission rule, where it applies to these caches.
+    admission: Option<Arc<Admission>>,
     replicas: usize,
     fanout: usize,
     pool: bool,
@@ -209,10 +213,15 @@ impl<'a, C: Cache> Engine<'a, C> {
             Router::Policy(_) => cfg.balancer.count,
             Router::PowerOfD { .. } => 1,
         };
+        let admission = cfg
+            .admission
+            .clone()
+            .filter(|a| a.applies(cfg.capacity_bytes));
         Engine {
             trace,
             terms,
             router,
+            admission,
             replicas: cfg.replicas,
             fanout,
             pool: matches!(cfg.fanout, Fanout::Pool { .. }),
@@ -236,6 +245,15 @@ impl<'a, C: Cache> Engine<'a, C> {
             ph: Phase::default(),
             cfg,
         }
+    }
+
+    /// Whether server `server` caches `term`'s list after reading it: where the admission
+    /// rule lets its replica index cache it.
+    #[inline]
+    fn admits(&self, server: usize, term: u32) -> bool {
+        self.admission
+            .as_ref()
+            .is_none_or(|a| a.caches(term, (server % self.replicas) as u16))
     }
 
     /// The simulated clock.

@@ -261,9 +261,12 @@ impl<C: Cache> Engine<'_, C> {
         let task = self.tasks[ti as usize];
         if !task.last_stage {
             if task.pending != NIL {
-                let srv = &mut self.servers[task.server as usize];
                 let term = task.pending;
-                srv.cache.insert(term, self.terms[term as usize].bytes);
+                let admitted = self.admits(task.server as usize, term);
+                let srv = &mut self.servers[task.server as usize];
+                if admitted {
+                    srv.cache.insert(term, self.terms[term as usize].bytes);
+                }
                 srv.flights.remove(&term);
                 self.tasks[ti as usize].pending = NIL;
             }
@@ -374,6 +377,8 @@ impl<C: Cache> Engine<'_, C> {
                     (j * self.replicas + i, Some((j, i)))
                 }
             };
+            let replica = (server % self.replicas) as u16;
+            let admission = self.admission.as_deref();
             let srv = &mut self.servers[server];
             srv.stats.tasks += 1;
             let mut task_miss = 0u64;
@@ -381,7 +386,12 @@ impl<C: Cache> Engine<'_, C> {
                 let terms = trace.terms(q);
                 for &term in &terms[..terms.len().min(MAX_TERMS)] {
                     let bytes = self.terms[term as usize].bytes;
-                    if srv.cache.access(term, bytes) {
+                    let hit = if admission.is_some_and(|a| !a.caches(term, replica)) {
+                        srv.cache.get(term)
+                    } else {
+                        srv.cache.access(term, bytes)
+                    };
+                    if hit {
                         srv.stats.hit_bytes += bytes;
                     } else {
                         srv.stats.miss_bytes += bytes;

@@ -284,6 +284,8 @@ pub struct BalancerSpec {
     pub shadow: Option<(u64, eviction::EvictionKind)>,
     /// `table`'s home share.
     pub homes: f64,
+    /// `[policy] cache_admission` (the table's share; `None`: not set).
+    pub cache_admission: Option<f32>,
     /// Routing decisions the balancer's load window counts.
     pub load_window: usize,
     /// `backlog_reports_ms` (0: each balancer counts only its own requests).
@@ -342,6 +344,9 @@ pub fn start_balancer(
         toml_string(&spec.policy)
     );
     toml += &format!("homes = {}\n", spec.homes);
+    if let Some(share) = spec.cache_admission {
+        toml += &format!("cache_admission = {share}\n");
+    }
     if let Some(t) = &spec.table {
         toml += &format!("table = {}\n", path_value(t)?);
     }

@@ -23,7 +23,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
+use balancer::policy::admission::CacheAdmission;
 use balancer::policy::{build_policy, PolicyKind, PolicyParams};
+use cache_sim::sim::admission::Admission;
 use cache_sim::sim::replay::{replay, NoObserver, SimConfig, DEFAULT_WINDOW};
 use cache_sim::sim::{SimLoad, Trace};
 use data::sizes::Sizes;
@@ -73,6 +75,8 @@ pub struct LiveSetup<'a> {
     pub eps: f64,
     /// What the load bound counts, in the balancer and the simulator alike.
     pub routing: crate::routing_args::RoutingArgs,
+    /// The table's cache admission rule (live: the balancer's `[policy] cache_admission`).
+    pub cache_admission: Option<CacheAdmission>,
     /// Queries that warm the caches (not counted).
     pub warm: Vec<String>,
     /// Queries replayed closed-loop (counted).
@@ -171,6 +175,9 @@ pub struct LiveRow {
     /// The queueing simulator's prediction of the same three phases
     /// (`cache_sim::queueing::simulate_live`), at the same offered rate.
     pub predicted: Predicted,
+    /// Lists the replicas read from flash and did not cache, over both counted phases (the
+    /// table's cache admission rule).
+    pub uncached_reads: u64,
     /// Requests sent over both counted phases (warm-up excluded).
     pub sent: u64,
     /// Failed requests over warm-up and both phases.
@@ -234,6 +241,8 @@ pub struct LiveReport {
     pub balancers: usize,
     /// Their `backlog_reports_ms`.
     pub backlog_reports_ms: u64,
+    /// The table's `[policy] cache_admission` share (`None`: not set).
+    pub cache_admission: Option<f32>,
 }
 
 /// Longest open-loop phase the demo accepts (queries / rate).
@@ -302,6 +311,9 @@ pub fn run(setup: &LiveSetup<'_>) -> Result<LiveReport> {
             steady_p50_ms: run.steady.latency_ms(50.0),
             steady_p99_ms: run.steady.latency_ms(99.0),
             predicted,
+            uncached_reads: (0..setup.servers())
+                .map(|i| delta(s1, i, "uncached_reads") + delta(s2, i, "uncached_reads"))
+                .sum(),
             sent: run.saturate.sent + run.steady.sent,
             errors: run.warm_errors.values().sum::<u64>()
                 + run.saturate.error_total()
@@ -352,6 +364,7 @@ pub fn run(setup: &LiveSetup<'_>) -> Result<LiveReport> {
         work_source: setup.routing.work_source.name(),
         balancers: setup.balancers.max(1),
         backlog_reports_ms: setup.backlog_reports_ms,
+        cache_admission: setup.cache_admission.map(CacheAdmission::share),
     })
 }
 
@@ -401,6 +414,10 @@ fn serve_policy(
         shadow: (setup.routing.work_source == balancer::WorkSource::Shadow)
             .then_some((setup.cache_bytes, setup.eviction)),
         homes: setup.routing.homes,
+        cache_admission: setup
+            .cache_admission
+            .filter(|_| kind == PolicyKind::Table)
+            .map(CacheAdmission::share),
         load_window: DEFAULT_WINDOW,
         backlog_reports_ms: setup.backlog_reports_ms,
         shards: (setup.shards.count > 1).then(|| ShardsSpec {
@@ -610,6 +627,7 @@ fn predict(
     cfg.replica.flash_read_mbps = setup.flash_read_mbps;
     cfg.replica.cpu_us = setup.sim_cpu_us;
     cfg.cores = Cores::Shared(setup.sim_cores);
+    cfg.admission = admission(setup, &trace, table, kind)?;
     let started = std::time::Instant::now();
     let plan = LivePlan {
         saturate: setup.saturate.len(),
@@ -632,6 +650,24 @@ fn predict(
         flash_share_max: p.saturate.flash_share_max.max(p.steady.flash_share_max),
         simulated_queries_per_sec: simulated / started.elapsed().as_secs_f64().max(1e-9),
     })
+}
+
+/// The admission rule `kind`'s replicas follow over `trace`: the table's, when asked for.
+fn admission(
+    setup: &LiveSetup<'_>,
+    trace: &Trace,
+    table: &VotingTable,
+    kind: PolicyKind,
+) -> Result<Option<Arc<Admission>>> {
+    match setup.cache_admission {
+        Some(rule) if kind == PolicyKind::Table => Ok(Some(Arc::new(Admission::for_table(
+            trace,
+            table,
+            setup.replicas,
+            rule,
+        )?))),
+        _ => Ok(None),
+    }
 }
 
 /// Simulates every policy over warm + counted queries.
@@ -667,7 +703,8 @@ fn simulate(setup: &LiveSetup<'_>, table: &Arc<VotingTable>) -> Result<Vec<Simul
         .map(|&kind| {
             let policy = build_policy(kind, &params)?;
             let cfg = SimConfig {
-                admission: None,
+                admission: admission(setup, &trace, table, kind)?
+                    .filter(|a| a.applies(cfg.capacity_bytes)),
                 load: setup.routing.sim_load_for(kind)?,
                 ..cfg.clone()
             };

@@ -74,6 +74,11 @@ pub struct DemoArgs {
     /// s3fifo).
     #[arg(long, default_value_t = eviction::EvictionKind::SERVING_DEFAULT)]
     pub eviction: eviction::EvictionKind,
+    /// The table's replicas cache a list only where the list's term votes at least this
+    /// share of its top vote (the balancer's `[policy] cache_admission`, simulated and
+    /// live; docs/learner.md, "Caching only at the homes"). One shard only.
+    #[arg(long, value_name = "SHARE")]
+    pub cache_admission: Option<f64>,
     /// Train with this flash-balance weight (`ballot train --flash-price`; 0 = off).
     #[arg(long, default_value_t = 0.0)]
     pub flash_price: f64,
@@ -147,6 +152,10 @@ impl DemoArgs {
         }
         if self.table_per_shard && (self.shard_route != "per-shard" || self.shards < 2) {
             bail!("--table-per-shard needs --shards of 2 or more and --shard-route per-shard");
+        }
+        crate::routing_args::cache_admission(self.cache_admission)?;
+        if self.cache_admission.is_some() && self.shards > 1 {
+            bail!("--cache-admission is not supported with --shards yet (one shard only)");
         }
         check_fraction("--train-cache-frac", self.train_cache_frac)?;
         for &f in &self.cache_frac {
@@ -306,7 +315,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
         eps: balancer::policy::DEFAULT_EPS,
         window: cache_sim::sim::replay::DEFAULT_WINDOW,
         seed: 1,
-        admission: None,
+        cache_admission: args.cache_admission,
         breakdown: None,
         json: Some(args.out.join("eval.json")),
         svg: Some(args.out.join("eval.svg")),
@@ -348,6 +357,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
             flash_read_mbps: Some(args.flash_read_mbps),
             eps: args.live_eps,
             routing: args.routing.clone(),
+            cache_admission: crate::routing_args::cache_admission(args.cache_admission)?,
             warm,
             saturate: pick(&test[..n_sat]),
             steady: pick(&test[n_sat..n_sat + n_steady]),

@@ -97,7 +97,8 @@ fn live_section(md: &mut String, live: &LiveReport) -> Result<()> {
          more open-loop at the same offered rate for every policy (latency at equal load). \
          A `work` load reads each query's flash bytes from: {} (`--work-source`). \
          Balancers per policy: {} (`--balancers`; the clients spread over them), backlog \
-         reports counted for {} ms (`--live-backlog-reports-ms`).\n",
+         reports counted for {} ms (`--live-backlog-reports-ms`). The table's cache \
+         admission share: {} (`--cache-admission`).\n",
         live.replicas,
         live.cache_bytes,
         live.eviction,
@@ -110,6 +111,8 @@ fn live_section(md: &mut String, live: &LiveReport) -> Result<()> {
         live.work_source,
         live.balancers,
         live.backlog_reports_ms,
+        live.cache_admission
+            .map_or_else(|| "none".to_owned(), |s| s.to_string()),
     )?;
     const COLUMNS: [&str; 13] = [
         "policy",

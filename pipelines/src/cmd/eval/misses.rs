@@ -22,7 +22,7 @@ pub struct SizedBreakdown {
 pub fn run(trace: &Trace, cfg: &GridConfig, top_terms: usize) -> Result<Vec<SizedBreakdown>> {
     let table = cfg.table.as_ref().context("a breakdown needs a table")?;
     let policy = build_policy(PolicyKind::Table, &cfg.policy_params(trace))?;
-    let admission = cfg.admission_rule(trace);
+    let admission = cfg.admission_rule(trace)?;
     let load = cfg.loads.of(PolicyKind::Table);
     let mut out = Vec::new();
     for &cache_frac in &cfg.cache_fracs {

@@ -62,10 +62,10 @@ pub struct EvalArgs {
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// With `--table`: its replicas cache a list only where the list's term votes at least
-    /// this share of its top vote (a what-if: the replica does not do it yet;
-    /// docs/results.md, "Caching only at the homes").
+    /// this share of its top vote, at cache sizes up to the one the table was trained for
+    /// (the balancer's `[policy] cache_admission`; docs/learner.md, "Caching only at the homes").
     #[arg(long, value_name = "SHARE", requires = "table")]
-    pub admission: Option<f32>,
+    pub cache_admission: Option<f64>,
     /// With `--table`: also print where the table's flash bytes go at each cache size, by
     /// the role of the replica for the term, by routing reason, and the N terms that miss
     /// the most (docs/learner.md, "Where the misses are").
@@ -137,7 +137,7 @@ pub fn run(args: &EvalArgs) -> Result<EvalReport> {
         table,
         loads: args.routing.policy_loads()?,
         homes: args.routing.homes,
-        admission: args.admission,
+        admission: crate::routing_args::cache_admission(args.cache_admission)?,
     };
     let stage = Stage::start(&format!(
         "simulating {} policies x {} cache sizes",
@@ -258,11 +258,7 @@ pub(crate) fn validate(args: &EvalArgs) -> Result<()> {
     if args.window == 0 {
         bail!("--window must be at least 1");
     }
-    if let Some(share) = args.admission {
-        if !(0.0..=1.0).contains(&share) {
-            bail!("--admission {share} must be a share in [0, 1]");
-        }
-    }
+    crate::routing_args::cache_admission(args.cache_admission)?;
     Ok(())
 }
 

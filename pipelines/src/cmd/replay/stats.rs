@@ -12,7 +12,7 @@ use serde_json::Value;
 use crate::client::{get, BaseUrl, HttpClient};
 
 /// Monotonic counters of `/stats` whose deltas are reported.
-pub const COUNTERS: [&str; 8] = [
+pub const COUNTERS: [&str; 9] = [
     "queries",
     "lookups",
     "hits",
@@ -20,6 +20,7 @@ pub const COUNTERS: [&str; 8] = [
     "hit_bytes",
     "miss_bytes",
     "flash_bytes",
+    "uncached_reads",
     "errors",
 ];
 /// Gauges of `/stats`, reported as read after the replay.

@@ -20,11 +20,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
-use balancer::policy::{build_policy, PolicyParams, RoutingPolicy};
+use balancer::policy::{build_policy, PolicyKind, PolicyParams, RoutingPolicy};
 use cache_sim::queueing::{
     latency_sweep, Arrivals, BalancerModel, Cores, Fanout, PhaseResult, QueueConfig, ReplicaModel,
     Router, Service, Simulator, SweepPoint,
 };
+use cache_sim::sim::admission::Admission;
 use cache_sim::sim::replay::DEFAULT_WINDOW;
 use cache_sim::sim::Trace;
 use clap::{Args, ValueEnum};
@@ -97,6 +98,12 @@ pub struct SimulateArgs {
     /// Voting table for the `table` policy (with `all`, `table` runs only if given).
     #[arg(long)]
     pub table: Option<PathBuf>,
+    /// With `--table`: its replicas cache a list only where the list's term votes at least
+    /// this share of its top vote, at cache sizes up to the one the table was trained for
+    /// (the balancer's `[policy] cache_admission`; docs/learner.md, "Caching only at the
+    /// homes"). One policy over shards only.
+    #[arg(long, value_name = "SHARE", requires = "table")]
+    pub cache_admission: Option<f64>,
     /// Replicas R (per shard).
     #[arg(long, default_value_t = 8)]
     pub replicas: usize,
@@ -248,6 +255,10 @@ impl SimulateArgs {
         if self.sweep == Some(0) {
             bail!("--sweep must be at least 1 point");
         }
+        crate::routing_args::cache_admission(self.cache_admission)?;
+        if self.cache_admission.is_some() && self.shard_routing != ShardRouting::Vote {
+            bail!("--cache-admission needs --shard-routing vote (one table routes every shard)");
+        }
         if self.arrivals == ArrivalKind::Log && self.split.split_time.is_none() {
             bail!("--arrivals log needs --split-time: a shuffled test part is not in time order");
         }
@@ -302,6 +313,7 @@ impl SimulateArgs {
             },
             service,
             seed: self.seed,
+            admission: None,
         };
         Ok(cfg)
     }
@@ -337,6 +349,8 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
         ShardRouting::PerShard => args.shards,
         _ => 1,
     };
+    // The table's cache admission rule, for the table's runs.
+    let mut admission = None;
     let policies: Vec<Vec<Box<dyn RoutingPolicy>>> = match args.shard_routing {
         ShardRouting::Pod => Vec::new(),
         ShardRouting::Vote | ShardRouting::PerShard => {
@@ -347,6 +361,18 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
                     Some(Arc::new(VotingTable::read_parquet(p, Some(r))?))
                 }
                 None => None,
+            };
+            admission = match (
+                crate::routing_args::cache_admission(args.cache_admission)?,
+                &table,
+            ) {
+                (Some(rule), Some(t)) => Some(Arc::new(Admission::for_table(
+                    &trace,
+                    t,
+                    args.replicas,
+                    rule,
+                )?)),
+                _ => None,
             };
             let params = PolicyParams {
                 eps: args.eps,
@@ -408,7 +434,10 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
         // Each policy under its own bound (`--load auto`: a table under work).
         let mut cfg = cfg.clone();
         match router {
-            Router::Policy(p) => cfg.balancer.load = args.routing.load_for(p.kind()),
+            Router::Policy(p) => {
+                cfg.balancer.load = args.routing.load_for(p.kind());
+                cfg.admission = admission.clone().filter(|_| p.kind() == PolicyKind::Table);
+            }
             Router::PerShard(ps) => cfg.balancer.load = args.routing.load_for(ps[0].kind()),
             Router::PowerOfD { .. } => {}
         }
