@@ -16,20 +16,30 @@ use balancer::policy::table::TableVotes;
 use data::query::{NO_CACHE_HEADER, NO_CACHE_WITHIN_HEADER};
 use data::tokenizer::Tokens;
 
-/// The hint's header lines (CRLF-terminated) for the query of `tokens` sent to table slot
-/// `slot`, or `None` when the replica caches every term's list.
-pub fn header_lines(
+/// A hint: its header lines (CRLF-terminated) and the number of terms they name.
+pub struct Hint {
+    /// The header lines, appended to the request's.
+    pub lines: Vec<u8>,
+    /// Terms named.
+    pub terms: u64,
+}
+
+/// The hint for the query of `tokens` sent to table slot `slot`, or `None` when the
+/// replica caches every term's list.
+pub fn hint(
     rule: CacheAdmission,
     votes: &TableVotes,
     tokens: &Tokens,
     slot: usize,
-) -> Option<Vec<u8>> {
+) -> Option<Hint> {
     let slot = u16::try_from(slot).ok()?;
     let mut lines = Vec::new();
+    let mut terms = 0u64;
     for term in tokens.iter() {
         if rule.caches(votes, data::hash::term_hash(term), slot) {
             continue;
         }
+        terms += 1;
         if lines.is_empty() {
             lines.extend_from_slice(NO_CACHE_HEADER.as_bytes());
             lines.extend_from_slice(b": ");
@@ -46,7 +56,7 @@ pub fn header_lines(
     if let Some(bytes) = votes.trained_cache_bytes() {
         let _ = write!(lines, "{NO_CACHE_WITHIN_HEADER}: {bytes}\r\n");
     }
-    Some(lines)
+    Some(Hint { lines, terms })
 }
 
 #[cfg(test)]
@@ -85,8 +95,9 @@ mod tests {
         let rule = CacheAdmission::new(0.5).unwrap();
         let votes = votes(Some("1000"));
         let q = tokens("The cat in Straße");
-        let lines = header_lines(rule, &votes, &q, 1).unwrap();
-        let text = String::from_utf8(lines).unwrap();
+        let h = hint(rule, &votes, &q, 1).unwrap();
+        assert_eq!(h.terms, 2);
+        let text = String::from_utf8(h.lines).unwrap();
         assert_eq!(
             text,
             "x-ballot-no-cache: the straße\r\nx-ballot-no-cache-within: 1000\r\n"
@@ -96,26 +107,26 @@ mod tests {
             .split("\r\n")
             .filter_map(|l| l.split_once(": ").map(|(_, v)| v))
             .collect();
-        let hint =
+        let read =
             CacheHint::read(Some(values[0].as_bytes()), Some(values[1].as_bytes()), 1000).unwrap();
-        assert!(hint.skips("the") && hint.skips("straße"));
+        assert!(read.skips("the") && read.skips("straße"));
         assert!(
-            !hint.skips("cat") && !hint.skips("in"),
+            !read.skips("cat") && !read.skips("in"),
             "cat's home; in: no row"
         );
         // Slot 0 is home to the and straße, and cat's votes are all on slot 1.
-        let at_zero = String::from_utf8(header_lines(rule, &votes, &q, 0).unwrap()).unwrap();
+        let at_zero = String::from_utf8(hint(rule, &votes, &q, 0).unwrap().lines).unwrap();
         assert!(
             at_zero.starts_with("x-ballot-no-cache: cat\r\n"),
             "{at_zero}"
         );
-        assert!(header_lines(rule, &votes, &tokens("in the"), 0).is_none());
+        assert!(hint(rule, &votes, &tokens("in the"), 0).is_none());
     }
 
     #[test]
     fn without_a_trained_size_the_hint_is_unbounded() {
         let rule = CacheAdmission::new(0.5).unwrap();
-        let lines = header_lines(rule, &votes(None), &tokens("cat"), 0).unwrap();
-        assert_eq!(lines, b"x-ballot-no-cache: cat\r\n");
+        let h = hint(rule, &votes(None), &tokens("cat"), 0).unwrap();
+        assert_eq!(h.lines, b"x-ballot-no-cache: cat\r\n");
     }
 }

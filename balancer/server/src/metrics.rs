@@ -75,6 +75,9 @@ pub const SAMPLED_MISS_BYTES: &str = "ballot_sampled_miss_bytes_total";
 pub const SHADOW_MEMORY_BYTES: &str = "ballot_shadow_memory_bytes";
 /// With `[shards]`: client queries fanned out, by answer (`full`, `partial`, `failed`).
 pub const FANOUT: &str = "ballot_fanout_total";
+/// With `[policy] cache_admission`: queries forwarded with a no-cache hint
+/// ([`crate::cache_hint`]), and the terms those hints named.
+pub const CACHE_HINTS: &str = "ballot_cache_hints_total";
 
 /// Buckets of [`ROUTE_SECONDS`]: 250 ns to 1 ms.
 const ROUTE_BUCKETS: [f64; 9] = [250e-9, 500e-9, 1e-6, 2e-6, 5e-6, 10e-6, 50e-6, 200e-6, 1e-3];
@@ -180,6 +183,10 @@ fn describe() {
     describe_gauge!(
         SHADOW_MEMORY_BYTES,
         "Memory of the shadow caches, estimated"
+    );
+    describe_counter!(
+        CACHE_HINTS,
+        "No-cache hints sent with forwarded queries (what = queries, terms)"
     );
 }
 

@@ -84,6 +84,9 @@ pub struct Proxy {
     /// `ballot_ramp_queries_total` for the old and the new table.
     ramp_old: Counter,
     ramp_new: Counter,
+    /// `ballot_cache_hints_total`: queries forwarded with a no-cache hint, and its terms.
+    hinted_queries: Counter,
+    hinted_terms: Counter,
     retries: Counter,
     failures: Counter,
 }
@@ -249,6 +252,8 @@ impl Proxy {
             sampled_round_robin: metrics::counter!(m::SAMPLED_MISS_BYTES, "route" => "round-robin"),
             ramp_old: metrics::counter!(m::RAMP_QUERIES, "table" => "old"),
             ramp_new: metrics::counter!(m::RAMP_QUERIES, "table" => "new"),
+            hinted_queries: metrics::counter!(m::CACHE_HINTS, "what" => "queries"),
+            hinted_terms: metrics::counter!(m::CACHE_HINTS, "what" => "terms"),
             retries: metrics::counter!(m::RETRIES),
             failures: metrics::counter!(m::UPSTREAM_FAILURES),
         })
@@ -359,13 +364,22 @@ impl Proxy {
 
     /// The cache hint's header lines for the query `key` sent to `choice`
     /// ([`crate::cache_hint`]; `None`: no rule, or the replica caches every list).
-    fn cache_hint(key: Key<'_>, choice: &Choice, admission: Option<&CacheRule>) -> Option<Vec<u8>> {
+    /// Counted in `ballot_cache_hints_total`.
+    fn cache_hint(
+        &self,
+        key: Key<'_>,
+        choice: &Choice,
+        admission: Option<&CacheRule>,
+    ) -> Option<Vec<u8>> {
         let (Key::Query(q), Some((rule, votes))) = (key, admission) else {
             return None;
         };
-        tokenized(q, |tokens| {
-            cache_hint::header_lines(*rule, votes, tokens, choice.index)
-        })
+        let hint = tokenized(q, |tokens| {
+            cache_hint::hint(*rule, votes, tokens, choice.index)
+        })?;
+        self.hinted_queries.increment(1);
+        self.hinted_terms.increment(hint.terms);
+        Some(hint.lines)
     }
 
     /// Counts a query routed while a table ramps in by the side of the ramp that scored it.
@@ -704,7 +718,7 @@ impl Proxy {
             };
             // The replica's cache sees the query now, in the order queries reach it.
             let shadow_miss = self.feed_shadow(key, &choice, attempt == 0, admission.as_ref());
-            let hint = Self::cache_hint(key, &choice, admission.as_ref());
+            let hint = self.cache_hint(key, &choice, admission.as_ref());
             let why = if attempt == 0 {
                 self.count_ramp_side(key);
                 m::RequestReason::of(choice.reason)

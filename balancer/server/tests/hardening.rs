@@ -863,6 +863,81 @@ fn end_to_end_headers_are_forwarded_with_x_forwarded_for_and_a_request_id() {
 }
 
 #[test]
+fn cache_admission_hints_the_chosen_replica_and_drops_a_clients_hint() {
+    use data::table::{TableRow, VotingTable, KEY_TRAINED_CACHE_BYTES};
+    let b0 = Backend::with_reply("b0", Reply::EchoHeaders);
+    let b1 = Backend::with_reply("b1", Reply::EchoHeaders);
+    let dir = tempfile::tempdir().unwrap();
+    // `the` is at home on b0 (b1's vote is under half its top); `cat` only on b1.
+    let rows = vec![
+        TableRow::new("the", 0, 1.0),
+        TableRow::new("the", 1, 0.2),
+        TableRow::new("cat", 1, 1.0),
+    ];
+    let metadata = [(KEY_TRAINED_CACHE_BYTES.to_owned(), "1000".to_owned())].into();
+    let table = dir.path().join("t.parquet");
+    VotingTable::new(2, rows, metadata)
+        .unwrap()
+        .write_parquet(&table)
+        .unwrap();
+    let text = config(&[&b0, &b1], "").replace(
+        "name = \"round-robin\"",
+        &format!(
+            "name = \"table\"\ntable = \"{}\"\ncache_admission = 0.5",
+            table.display()
+        ),
+    );
+    let lb = spawn(&text);
+    let r = request(
+        lb.addr(),
+        "GET",
+        "/search?q=the+cat+dog",
+        &[
+            ("X-Ballot-No-Cache", "dog"),
+            ("X-Ballot-No-Cache-Within", "1"),
+        ],
+        b"",
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    let seen = r.text();
+    // Whichever replica the votes chose, the other term is not cached there; `dog` has no
+    // row and caches everywhere, whatever the client asked.
+    let other = match header(&r, "x-ballot-replica").as_str() {
+        "b0" => "cat",
+        "b1" => "the",
+        chosen => panic!("answered by {chosen:?}:\n{seen}"),
+    };
+    let hints: Vec<&str> = seen
+        .lines()
+        .filter(|l| l.starts_with("x-ballot-no-cache"))
+        .collect();
+    assert_eq!(
+        hints,
+        [
+            format!("x-ballot-no-cache: {other}"),
+            "x-ballot-no-cache-within: 1000".to_owned()
+        ],
+        "{seen}"
+    );
+    assert_eq!(
+        lb.series("ballot_cache_hints_total", "what=\"queries\""),
+        Some(1.0)
+    );
+    assert_eq!(
+        lb.series("ballot_cache_hints_total", "what=\"terms\""),
+        Some(1.0)
+    );
+    // A query whose every term is at home at the chosen replica carries no hint.
+    let r = request(lb.addr(), "GET", "/search?q=dog", &[], b"");
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(
+        !r.text().lines().any(|l| l.starts_with("x-ballot-no-cache")),
+        "{}",
+        r.text()
+    );
+}
+
+#[test]
 fn the_balancer_runs_on_jemalloc_that_returns_freed_pages_within_a_second() {
     // The options exported by the binary (`_rjem_malloc_conf`), read back from jemalloc: a
     // misspelt symbol would leave jemalloc's defaults, which keep a burst's freed pages for
