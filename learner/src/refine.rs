@@ -38,12 +38,13 @@
 //! validation than the initial one. "Best" is the lowest [`objective`]: the miss bytes
 //! ratio, or, with a flash price, the flash bytes the busiest replica reads per query.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
+use balancer::load::LoadView;
 use balancer::policy::table::TablePolicy;
-use balancer::policy::vote::VoteSource;
-use balancer::policy::{Decision, PolicyParams};
+use balancer::policy::{Decision, PolicyKind, PolicyParams, QueryKey, RoutingPolicy};
 use cache_sim::sim::{replay, Observer, SimConfig, SimLoad, SimResult, Trace};
+use data::rng::Rng;
 use serde::Serialize;
 
 use crate::votes::TermVotes;
@@ -150,6 +151,34 @@ impl Observer for Watch {
     }
 }
 
+/// The `table` policy as a replay routes with it, noting each query's first choice (its
+/// top-ranked replica before the load bound) from the scores the route computed anyway.
+/// A replay routes each query once, in order, so the i-th note is query i's.
+struct NotingFirstChoice<'a> {
+    policy: &'a TablePolicy,
+    first: Mutex<Vec<Option<u16>>>,
+}
+
+impl NotingFirstChoice<'_> {
+    fn into_first(self) -> Vec<Option<u16>> {
+        self.first.into_inner().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl RoutingPolicy for NotingFirstChoice<'_> {
+    fn kind(&self) -> PolicyKind {
+        PolicyKind::Table
+    }
+
+    fn route(&self, query: &QueryKey<'_>, load: &dyn LoadView, rng: &mut Rng) -> Option<Decision> {
+        let (decision, top) = self.policy.route_ranked(query, load, rng);
+        let mut first = self.first.lock().unwrap_or_else(|e| e.into_inner());
+        // A replica index is below MAX_REPLICAS, so it fits a u16.
+        first.push(top.map(|c| c as u16));
+        decision
+    }
+}
+
 /// The refinement's result.
 pub struct Refined {
     /// The best votes on validation.
@@ -206,8 +235,20 @@ pub fn refine(
             fit_missed_by_replica: vec![0; r],
             bytes: bytes.clone(),
         };
-        let result = replay(trace, &policy, sim, &mut watch);
-        let demand = first_choice_demand(trace, &policy, params.replicas, sim.load, &watch);
+        let noting = NotingFirstChoice {
+            policy: &policy,
+            first: Mutex::new(Vec::with_capacity(trace.len())),
+        };
+        let result = replay(trace, &noting, sim, &mut watch);
+        let first = noting.into_first();
+        if first.len() != trace.len() {
+            return Err(format!(
+                "the replay routed {} of {} queries",
+                first.len(),
+                trace.len()
+            ));
+        }
+        let demand = first_choice_demand(trace, &first, params.replicas, sim.load, &watch);
         let step = cfg.price_step / ((iteration + 1) as f64).sqrt();
         let (next, moved) = update(&votes, &watch, &demand, &mut prices, step, trace, cfg);
         let record = IterationRecord {
@@ -254,37 +295,22 @@ fn ratio(a: u64, b: u64) -> f64 {
     }
 }
 
-/// The load each replica would get if every query of the fit part went to its top-ranked
-/// replica (ignoring the bound), scored by the same vote code the `table` policy routes
-/// with, in the units the simulator's load bound counts: queries, or (with
+/// The load each replica would get if every query of the fit part went to its first choice
+/// `first[q]` (its top-ranked replica, ignoring the bound, as the `table` policy's route
+/// scored it), in the units the simulator's load bound counts: queries, or (with
 /// [`SimLoad::Work`]) the work the bound charges, each query's fixed cost plus the flash
 /// bytes it is expected to miss there, `bytes(t) · (1 − hits/requests)` per term as the
 /// last replay observed at that replica (a term never requested there counts as a miss).
 fn first_choice_demand(
     trace: &Trace,
-    policy: &TablePolicy,
+    first: &[Option<u16>],
     r: usize,
     load: SimLoad,
     watch: &Watch,
 ) -> Vec<u64> {
     let mut demand = vec![0u64; r];
-    let mut hashes = Vec::with_capacity(32);
-    for q in 0..trace.train_len {
-        hashes.clear();
-        hashes.extend(
-            trace
-                .terms(q)
-                .iter()
-                .map(|&t| trace.term_hashes[t as usize]),
-        );
-        let scores = policy.votes().score(&hashes);
-        let mut top = None;
-        for c in 0..r {
-            if scores.is_positive(c) && top.is_none_or(|b| scores.ranks_above(c, b)) {
-                top = Some(c);
-            }
-        }
-        if let Some(c) = top {
+    for (q, top) in first.iter().enumerate().take(trace.train_len) {
+        if let Some(c) = top.map(usize::from) {
             demand[c] += match load {
                 SimLoad::Queries => 1,
                 SimLoad::Work { query_bytes } => {

@@ -15,8 +15,6 @@ use data::table::VotingTable;
 use eviction::EvictionKind;
 use std::sync::{Arc, Mutex};
 
-use rayon::prelude::*;
-
 use crate::aggregate::{aggregate, aggregate_weighted};
 use crate::graph::{build_graph, GraphError};
 use crate::partition::{partition, Partition, PartitionError};
@@ -361,8 +359,10 @@ fn train_prepared(
         graph_secs += t0.elapsed().as_secs_f64();
         graphs.push((min_term_freq, agg, graph));
     }
-    // Every (graph, METIS imbalance) pair is a candidate; they are independent, so they run
-    // in parallel (each is deterministic; the choice below walks them in a fixed order).
+    // Every (graph, METIS imbalance) pair is a candidate; each is deterministic, and the
+    // choice below walks them in a fixed order. METIS runs one partition at a time
+    // (`partition`), so one thread partitions the candidates in turn and hands each to the
+    // pool to refine while it partitions the next; after the last it refines too.
     let jobs: Vec<(usize, i32)> = (0..graphs.len())
         .flat_map(|g| cfg.ufactors.iter().map(move |&u| (g, u)))
         .collect();
@@ -371,10 +371,37 @@ fn train_prepared(
         let mut hear = on_progress.lock().unwrap_or_else(|e| e.into_inner());
         hear(event)
     };
+    let refine_candidate = |g: usize, ufactor: i32, parts: Partition, partition_secs: f64| {
+        let (min_term_freq, _, graph) = &graphs[g];
+        let min_term_freq = *min_term_freq;
+        let initial = TermVotes::from_partition(&trace, graph, &parts, replicas);
+        let t0 = Instant::now();
+        let mut refined = refine(replayed, initial, &sim, &params, &cfg.refine, |rec| {
+            tell(&Progress::Iteration(&IterationRecord {
+                min_term_freq,
+                ufactor,
+                ..rec.clone()
+            }))
+        })
+        .map_err(TrainError::Refine)?;
+        for rec in &mut refined.history {
+            rec.min_term_freq = min_term_freq;
+            rec.ufactor = ufactor;
+        }
+        Ok(Candidate {
+            graph: g,
+            ufactor,
+            parts,
+            refined,
+            partition_secs,
+            refine_secs: t0.elapsed().as_secs_f64(),
+        })
+    };
+    let slots: Vec<Mutex<Option<Result<Candidate, TrainError>>>> =
+        jobs.iter().map(|_| Mutex::new(None)).collect();
     let t_candidates = Instant::now();
-    let outcomes: Vec<Result<Candidate, TrainError>> = jobs
-        .par_iter()
-        .map(|&(g, ufactor)| {
+    rayon::scope(|scope| {
+        for (slot, &(g, ufactor)) in slots.iter().zip(&jobs) {
             let (min_term_freq, _, graph) = &graphs[g];
             let min_term_freq = *min_term_freq;
             tell(&Progress::Partitioning {
@@ -383,7 +410,13 @@ fn train_prepared(
                 vertices: graph.term_ids.len() + graph.queries,
             });
             let t0 = Instant::now();
-            let parts = partition(graph, cfg.replicas, ufactor, cfg.seed)?;
+            let parts = match partition(graph, cfg.replicas, ufactor, cfg.seed) {
+                Ok(parts) => parts,
+                Err(e) => {
+                    *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(Err(e.into()));
+                    continue;
+                }
+            };
             let partition_secs = t0.elapsed().as_secs_f64();
             tell(&Progress::Partitioned {
                 min_term_freq,
@@ -391,28 +424,19 @@ fn train_prepared(
                 seconds: partition_secs,
                 edge_cut: parts.edge_cut,
             });
-            let initial = TermVotes::from_partition(&trace, graph, &parts, replicas);
-            let t0 = Instant::now();
-            let mut refined = refine(replayed, initial, &sim, &params, &cfg.refine, |rec| {
-                tell(&Progress::Iteration(&IterationRecord {
-                    min_term_freq,
-                    ufactor,
-                    ..rec.clone()
-                }))
-            })
-            .map_err(TrainError::Refine)?;
-            for rec in &mut refined.history {
-                rec.min_term_freq = min_term_freq;
-                rec.ufactor = ufactor;
-            }
-            Ok(Candidate {
-                graph: g,
-                ufactor,
-                parts,
-                refined,
-                partition_secs,
-                refine_secs: t0.elapsed().as_secs_f64(),
-            })
+            let refine_candidate = &refine_candidate;
+            scope.spawn(move |_| {
+                let outcome = refine_candidate(g, ufactor, parts, partition_secs);
+                *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(outcome);
+            });
+        }
+    });
+    let outcomes: Vec<Result<Candidate, TrainError>> = slots
+        .into_iter()
+        .map(|slot| {
+            slot.into_inner()
+                .unwrap_or_else(|e| e.into_inner())
+                .unwrap_or_else(|| Err(TrainError::Config("a candidate did not finish".into())))
         })
         .collect();
     let candidates_secs = t_candidates.elapsed().as_secs_f64();

@@ -27,7 +27,7 @@ use data::rng::Rng;
 use data::table::VotingTable;
 
 use crate::load::{LoadView, MAX_REPLICAS};
-use crate::policy::vote::{pick, Scores, VoteSource};
+use crate::policy::vote::{pick, top_ranked, Scores, VoteSource};
 use crate::policy::{
     BuildPolicy, Decision, FxHashMap, PolicyError, PolicyKind, PolicyParams, QueryKey,
     RoutingPolicy, TermBytes,
@@ -228,6 +228,28 @@ impl TablePolicy {
     pub fn votes(&self) -> &Arc<TableVotes> {
         &self.votes
     }
+
+    /// Routes like [`RoutingPolicy::route`] and also returns the query's first choice,
+    /// its top-ranked replica before the load bound ([`top_ranked`]), from the same scores:
+    /// the learner prices each replica by the queries that would pick it first.
+    pub fn route_ranked(
+        &self,
+        query: &QueryKey<'_>,
+        load: &dyn LoadView,
+        rng: &mut Rng,
+    ) -> (Option<Decision>, Option<usize>) {
+        let scores = self.votes.score(query.term_hashes);
+        let top = top_ranked(&scores, self.votes.replicas);
+        let decision = pick(
+            &scores,
+            self.votes.replicas,
+            self.eps,
+            self.homes,
+            load,
+            rng,
+        );
+        (decision, top)
+    }
 }
 
 impl BuildPolicy for TablePolicy {
@@ -244,21 +266,15 @@ impl RoutingPolicy for TablePolicy {
     }
 
     fn route(&self, query: &QueryKey<'_>, load: &dyn LoadView, rng: &mut Rng) -> Option<Decision> {
-        let scores = self.votes.score(query.term_hashes);
-        pick(
-            &scores,
-            self.votes.replicas,
-            self.eps,
-            self.homes,
-            load,
-            rng,
-        )
+        self.route_ranked(query, load, rng).0
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::load::StaticLoad;
+    use crate::policy::Reason;
     use data::table::TableRow;
     use std::collections::BTreeMap;
 
@@ -304,6 +320,35 @@ mod tests {
         ));
         let empty = build(&table(4, &[]), 4).expect("an empty table is valid");
         assert_eq!((empty.terms(), empty.vote_count()), (0, 0));
+    }
+
+    #[test]
+    fn the_first_choice_is_the_top_vote_wherever_the_bound_sends_the_query() {
+        let tb = Arc::new(TermBytes::default());
+        let rows = [("a", 2, 5.0), ("b", 3, 4.0), ("b", 1, 1.0)];
+        let votes = TableVotes::build(&table(4, &rows), 4, tb).unwrap();
+        let policy = TablePolicy::from_votes(Arc::new(votes), 0.05, 0.0);
+        let hashes = [data::hash::term_hash("a"), data::hash::term_hash("b")];
+        let key = QueryKey::new(0, &hashes);
+        let route = |load: &StaticLoad| {
+            let ranked = policy.route_ranked(&key, load, &mut Rng::new(7));
+            assert_eq!(ranked.0, policy.route(&key, load, &mut Rng::new(7)));
+            ranked
+        };
+        // Idle: the top vote takes it.
+        let (d, top) = route(&StaticLoad::idle(4));
+        assert_eq!((d.map(|d| d.replica), top), (Some(2), Some(2)));
+        // Replica 2 over the bound: the query goes to 3, its first choice is still 2.
+        let (d, top) = route(&StaticLoad::new(vec![0, 0, 9, 0]));
+        assert_eq!(d.map(|d| (d.replica, d.reason)), Some((3, Reason::Overflow)));
+        assert_eq!(top, Some(2));
+        // No term, no vote: no first choice.
+        let (d, top) = policy.route_ranked(
+            &QueryKey::new(0, &[]),
+            &StaticLoad::idle(4),
+            &mut Rng::new(7),
+        );
+        assert_eq!((d.map(|d| d.reason), top), (Some(Reason::NoVote), None));
     }
 
     #[test]

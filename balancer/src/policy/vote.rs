@@ -182,6 +182,19 @@ pub fn pick(
     Some(Decision::to(r, reason))
 }
 
+/// The top-ranked replica below `replicas` with a positive score, whatever the loads: a
+/// query's first choice before the load bound (ties keep the lower index, as in [`pick`]).
+#[inline]
+pub fn top_ranked(scores: &Scores, replicas: usize) -> Option<usize> {
+    let mut top: Option<usize> = None;
+    for r in 0..replicas.min(MAX_REPLICAS) {
+        if scores.is_positive(r) && top.is_none_or(|t| scores.ranks_above(r, t)) {
+            top = Some(r);
+        }
+    }
+    top
+}
+
 /// The top-ranked replica among those in `live` with a positive score, and the top-ranked
 /// one under `cap` (ties keep the lower index).
 #[inline]
