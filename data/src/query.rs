@@ -69,6 +69,8 @@ pub const NO_CACHE_WITHIN_HEADER: &str = "x-ballot-no-cache-within";
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CacheHint {
     terms: Vec<String>,
+    /// A hint came for a cache larger than its bound, so it was not followed.
+    ignored: bool,
 }
 
 impl CacheHint {
@@ -89,14 +91,25 @@ impl CacheHint {
                 .and_then(|v| v.trim().parse().ok())
                 .ok_or_else(|| format!("header {NO_CACHE_WITHIN_HEADER} is not a byte count"))?;
             if cache_bytes > bound {
-                return Ok(CacheHint::default());
+                return Ok(CacheHint {
+                    terms: Vec::new(),
+                    ignored: true,
+                });
             }
         }
         let text = std::str::from_utf8(no_cache)
             .map_err(|_| format!("header {NO_CACHE_HEADER} is not valid UTF-8"))?;
         Ok(CacheHint {
             terms: text.split_ascii_whitespace().map(str::to_owned).collect(),
+            ignored: false,
         })
+    }
+
+    /// True when the balancer sent a hint this cache is too large to follow (its cache is
+    /// larger than the size the table was trained for): the replica counts these, so a
+    /// rule that silently steps aside shows.
+    pub fn ignored(&self) -> bool {
+        self.ignored
     }
 
     /// Whether `term`'s list is read without caching.
@@ -255,8 +268,10 @@ mod tests {
     fn the_cache_hint_holds_up_to_its_cache_size() {
         let hint = CacheHint::read(Some(b"the of"), Some(b"1000"), 1000).unwrap();
         assert!(hint.skips("the") && hint.skips("of") && !hint.skips("cat"));
+        assert!(!hint.ignored());
         let larger = CacheHint::read(Some(b"the of"), Some(b"1000"), 1001).unwrap();
         assert!(!larger.skips("the"), "a larger cache ignores the hint");
+        assert!(larger.ignored(), "and says so");
         let unbounded = CacheHint::read(Some("straße".as_bytes()), None, u64::MAX).unwrap();
         assert!(unbounded.skips("straße"));
         assert_eq!(

@@ -416,6 +416,8 @@ fn one_table_leads_at_every_cache_size() {
     ]);
     assert!(out.status.success(), "train: {}", stderr(&out));
     let mut claims = Claims::default();
+    // The table's miss bytes ratio by (eviction, rule on, cache fraction).
+    let mut table_at = std::collections::BTreeMap::new();
     // With and without the cache admission rule, which holds at 2% (smaller than the
     // table's 5%) and steps aside at 10%.
     for (eviction, admission) in [
@@ -463,6 +465,7 @@ fn one_table_leads_at_every_cache_size() {
                 .collect();
             let table_row = at.iter().find(|r| r["policy"] == "table").unwrap();
             let t = num(table_row, "miss_bytes_ratio");
+            table_at.insert((eviction.clone(), admission, frac.to_string()), t);
             assert!(at.len() >= 9, "every policy ran at {frac}");
             for r in at.iter().filter(|r| r["policy"] != "table") {
                 let o = num(r, "miss_bytes_ratio");
@@ -502,6 +505,24 @@ fn one_table_leads_at_every_cache_size() {
             }
             assert_eq!(b["terms"].as_array().unwrap().len(), 3);
         }
+    }
+    for eviction in ["lru", "sieve"] {
+        let with =
+            |frac: &str| table_at[&(format!("{eviction} with admission"), true, frac.to_owned())];
+        let without = |frac: &str| table_at[&(eviction.to_owned(), false, frac.to_owned())];
+        // Within the trained size the rule reads fewer bytes; above it the rule steps aside.
+        claims.check(with("0.02") < without("0.02"), || {
+            format!(
+                "{eviction} 2%: the rule's {:.4} is not below {:.4}",
+                with("0.02"),
+                without("0.02")
+            )
+        });
+        assert_eq!(
+            with("0.1"),
+            without("0.1"),
+            "{eviction} 10%: the rule steps aside"
+        );
     }
     let standard = |extra: &[&str]| {
         let json = dir.path().join("eval-standard.json");

@@ -223,6 +223,9 @@ async fn search(
             return error(StatusCode::BAD_REQUEST, msg);
         }
     };
+    if hint.ignored() {
+        stats.hint_ignored();
+    }
     if !stats.enter(state.max_inflight) {
         stats.shed();
         return error(

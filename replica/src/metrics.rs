@@ -9,7 +9,8 @@
 //! `replica_query_seconds` (histograms), `replica_cache_bytes`, `replica_inflight_queries`,
 //! `replica_inflight_bytes`, `replica_inflight_bytes_peak` (gauges),
 //! `replica_corrupt_lists_total`, `replica_cache_uncached_reads_total` (misses the
-//! balancer's hint kept out of the cache), `replica_errors_total{kind}` (`kind`: `bad_request`,
+//! balancer's hint kept out of the cache), `replica_cache_hints_ignored_total` (searches
+//! whose hint this cache is larger than the table's trained size to follow), `replica_errors_total{kind}` (`kind`: `bad_request`,
 //! `unavailable`, `shed` for the concurrency limit, `over_budget` for the in-flight byte
 //! budget, `internal`).
 
@@ -43,6 +44,7 @@ pub struct Stats {
     shed_over_budget: AtomicU64,
     corrupt: AtomicU64,
     uncached: AtomicU64,
+    hints_ignored: AtomicU64,
 }
 
 /// A snapshot, as served by `GET /stats`.
@@ -89,6 +91,10 @@ pub struct StatsSnapshot {
     /// Misses read without caching, as the balancer's hint asked (`data::query::CacheHint`).
     #[serde(default)]
     pub uncached_reads: u64,
+    /// Searches whose cache hint was not followed: this cache is larger than the size the
+    /// hint holds for (`data::query::CacheHint::ignored`).
+    #[serde(default)]
+    pub hints_ignored: u64,
 }
 
 /// Makes every counter and gauge appear (at zero) in `/metrics` before its first event.
@@ -105,6 +111,7 @@ pub fn register_metrics() {
         "replica_flash_bytes_read_total",
         "replica_corrupt_lists_total",
         "replica_cache_uncached_reads_total",
+        "replica_cache_hints_ignored_total",
     ] {
         metrics::counter!(name).increment(0);
     }
@@ -168,6 +175,12 @@ impl Stats {
     pub fn uncached_read(&self) {
         self.uncached.fetch_add(1, Relaxed);
         metrics::counter!("replica_cache_uncached_reads_total").increment(1);
+    }
+
+    /// Counts a search whose cache hint this cache is too large to follow.
+    pub fn hint_ignored(&self) {
+        self.hints_ignored.fetch_add(1, Relaxed);
+        metrics::counter!("replica_cache_hints_ignored_total").increment(1);
     }
 
     /// Counts a list that failed verification on read.
@@ -256,6 +269,7 @@ impl Stats {
             inflight_bytes_limit: 0,
             corrupt_lists: self.corrupt.load(Relaxed),
             uncached_reads: self.uncached.load(Relaxed),
+            hints_ignored: self.hints_ignored.load(Relaxed),
         }
     }
 }

@@ -620,3 +620,53 @@ fn searches_report_their_flash_bytes_in_a_header() {
     let (miss, second) = search_with_miss_header(srv.addr(), "/search?q=t05+common");
     assert_eq!((miss, u(&second["cache"], "miss_bytes")), (0, 0));
 }
+
+#[test]
+fn the_cache_hint_is_followed_within_its_bound_and_counted_when_not() {
+    let tmp = tempfile::tempdir().unwrap();
+    let idx = build(tmp.path());
+    let srv = Server::start(&idx, &["--cache-bytes", "10000000"]);
+    let search = |within: &str| {
+        let r = e2e::request(
+            srv.addr(),
+            "GET",
+            "/search?q=t05+common",
+            &[
+                ("x-ballot-no-cache", "t05"),
+                ("x-ballot-no-cache-within", within),
+            ],
+            b"",
+        );
+        assert_eq!(r.status, 200, "{}", r.text());
+    };
+    // The table was trained for 1000-byte caches: this 10 MB cache caches as it likes and
+    // counts the hint it did not follow.
+    search("1000");
+    let s = srv.stats();
+    assert_eq!((u(&s, "hints_ignored"), u(&s, "uncached_reads")), (1, 0));
+    let (_, cached) = search_with_miss_header(srv.addr(), "/search?q=t05");
+    assert_eq!(u(&cached["cache"], "miss_bytes"), 0, "t05 was cached");
+    // Within the bound (a fresh replica), `common` is cached and `t05` is read without
+    // caching, each time.
+    drop(srv);
+    let srv = Server::start(&idx, &["--cache-bytes", "10000000"]);
+    let search = |n: u64| {
+        let r = e2e::request(
+            srv.addr(),
+            "GET",
+            "/search?q=t05+common",
+            &[
+                ("x-ballot-no-cache", "t05"),
+                ("x-ballot-no-cache-within", "10000000"),
+            ],
+            b"",
+        );
+        assert_eq!(r.status, 200, "{}", r.text());
+        let s = srv.stats();
+        assert_eq!((u(&s, "uncached_reads"), u(&s, "hints_ignored")), (n, 0));
+    };
+    search(1);
+    search(2);
+    let (miss, _) = search_with_miss_header(srv.addr(), "/search?q=common");
+    assert_eq!(miss, 0, "common was cached");
+}

@@ -964,6 +964,11 @@ fn check_shards(config: &Config, policy: PolicyKind) -> Result<usize, String> {
         // A shadow cache would price a shard's replica with the whole index's list sizes.
         return Err("[shadow] is not supported with [shards]".into());
     }
+    if config.policy.cache_admission.is_some() {
+        // Its bound is the cache size the table was trained for over the whole index, not
+        // a shard replica's; the rule is unmeasured there.
+        return Err("policy.cache_admission is not supported with [shards]".into());
+    }
     if config.fallback != "refuse" {
         return Err("a sharded balancer routes searches only: fallback must be \"refuse\"".into());
     }
@@ -1142,6 +1147,14 @@ address = "127.0.0.1:9000"
         let own = "[shards]\nroute = \"per-shard\"\ntables = [\"t0\", \"t1\"]";
         let v = parse(&sharded("name = \"table\"", own, &four)).expect("valid");
         assert_eq!(v.shard(1).config.policy.table, Some("/etc/b/t1".into()));
+        // The admission rule's bound is a size for the whole index: refused with shards.
+        let rule = "name = \"table\"\ncache_admission = 0.5";
+        let err = parse(&sharded(rule, own, &four)).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("policy.cache_admission is not supported with [shards]"),
+            "{err}"
+        );
         let shadow = "[shadow]\ncache_bytes = 100000\n[shards]";
         let text = sharded("name = \"ch-bl\"\nsizes = \"s.parquet\"", shadow, &four);
         let err = parse(&text).unwrap_err();

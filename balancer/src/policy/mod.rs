@@ -300,6 +300,14 @@ pub enum PolicyError {
     /// The voting table has more votes than a `u32` index can address.
     #[error("the voting table has too many rows ({0})")]
     TableTooLarge(usize),
+    /// The table's trained cache size (`ballot.train.capacity_bytes`) is not a byte count.
+    #[error("the voting table's metadata {key} = {value:?} is not a byte count")]
+    TableMetadata {
+        /// The metadata key.
+        key: &'static str,
+        /// Its value.
+        value: String,
+    },
 }
 
 impl From<RingError> for PolicyError {

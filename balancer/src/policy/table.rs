@@ -112,10 +112,18 @@ impl TableVotes {
             return Err(PolicyError::TableTooLarge(table.rows.len()));
         }
         votes.shrink_to_fit();
-        let trained_cache_bytes = table
-            .metadata
-            .get(data::table::KEY_TRAINED_CACHE_BYTES)
-            .and_then(|v| v.parse().ok());
+        // A size that does not parse is refused rather than read as "no size": the
+        // admission rule would then apply at every cache size.
+        let key = data::table::KEY_TRAINED_CACHE_BYTES;
+        let trained_cache_bytes = match table.metadata.get(key) {
+            None => None,
+            Some(v) => Some(v.trim().parse::<u64>().map_err(|_| {
+                PolicyError::TableMetadata {
+                    key,
+                    value: v.clone(),
+                }
+            })?),
+        };
         Ok(TableVotes {
             replicas,
             index,
@@ -320,6 +328,21 @@ mod tests {
         ));
         let empty = build(&table(4, &[]), 4).expect("an empty table is valid");
         assert_eq!((empty.terms(), empty.vote_count()), (0, 0));
+        // The trained cache size is a byte count or absent.
+        let key = data::table::KEY_TRAINED_CACHE_BYTES;
+        let with_size = |v: &str| {
+            let mut t = table(4, &[("a", 0, 1.0)]);
+            t.metadata.insert(key.to_owned(), v.to_owned());
+            build(&t, 4)
+        };
+        assert_eq!(with_size("1000").unwrap().trained_cache_bytes(), Some(1000));
+        assert_eq!(empty.trained_cache_bytes(), None);
+        for bad in ["1.5e8", "-1", "", "lots"] {
+            assert!(
+                matches!(with_size(bad), Err(PolicyError::TableMetadata { value, .. }) if value == bad),
+                "{bad:?}"
+            );
+        }
     }
 
     #[test]
