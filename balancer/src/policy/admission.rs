@@ -22,10 +22,6 @@ pub struct CacheAdmission {
 }
 
 impl CacheAdmission {
-    /// The share the product uses: a replica caches a list where the term votes for it with
-    /// at least half its top vote.
-    pub const DEFAULT_SHARE: f32 = 0.5;
-
     /// The rule with `share` in `(0, 1]`; errors otherwise.
     pub fn new(share: f64) -> Result<Self, String> {
         if share.is_finite() && share > 0.0 && share <= 1.0 {
