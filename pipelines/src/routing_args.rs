@@ -141,3 +141,15 @@ pub fn cache_admission(share: Option<f64>) -> Result<Option<CacheAdmission>> {
         .map(|s| CacheAdmission::new(s).map_err(|e| anyhow::anyhow!("--cache-admission: {e}")))
         .transpose()
 }
+
+/// Refuses `--cache-admission` when the policies (parsed only if the flag is given) leave
+/// out `table`, the only policy it changes: the flag would silently do nothing.
+pub fn cache_admission_needs_table(
+    share: Option<f64>,
+    policies: impl FnOnce() -> Result<Vec<PolicyKind>>,
+) -> Result<()> {
+    if share.is_some() && !policies()?.contains(&PolicyKind::Table) {
+        bail!("--cache-admission changes only policy `table`: add it to --policies");
+    }
+    Ok(())
+}

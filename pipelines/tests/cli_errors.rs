@@ -280,6 +280,21 @@ fn cache_admission_is_a_share_and_needs_a_table() {
         ],
         &["--cache-admission", "--shard-routing vote"],
     );
+    // A policy list without `table` would make the flag do nothing.
+    for cmd in ["eval", "simulate"] {
+        assert_clean_failure(
+            &[
+                cmd,
+                "--table",
+                "t.parquet",
+                "--policies",
+                "round-robin",
+                "--cache-admission",
+                "0.5",
+            ],
+            &["--cache-admission", "add it to --policies"],
+        );
+    }
 }
 
 #[test]

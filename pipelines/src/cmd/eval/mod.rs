@@ -259,6 +259,9 @@ pub(crate) fn validate(args: &EvalArgs) -> Result<()> {
         bail!("--window must be at least 1");
     }
     crate::routing_args::cache_admission(args.cache_admission)?;
+    crate::routing_args::cache_admission_needs_table(args.cache_admission, || {
+        parse_policies(&args.policies, args.table.is_some())
+    })?;
     Ok(())
 }
 

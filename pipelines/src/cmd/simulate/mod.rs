@@ -256,6 +256,9 @@ impl SimulateArgs {
             bail!("--sweep must be at least 1 point");
         }
         crate::routing_args::cache_admission(self.cache_admission)?;
+        crate::routing_args::cache_admission_needs_table(self.cache_admission, || {
+            crate::cmd::eval::parse_policies(&self.policies, self.table.is_some())
+        })?;
         if self.cache_admission.is_some() && self.shard_routing != ShardRouting::Vote {
             bail!("--cache-admission needs --shard-routing vote (one table routes every shard)");
         }
