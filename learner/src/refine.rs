@@ -38,7 +38,8 @@
 //! validation than the initial one. "Best" is the lowest [`objective`]: the miss bytes
 //! ratio, or, with a flash price, the flash bytes the busiest replica reads per query.
 
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+use std::sync::Arc;
 
 use balancer::load::LoadView;
 use balancer::policy::table::TablePolicy;
@@ -127,11 +128,21 @@ struct Watch {
     /// Flash bytes read per replica over the fit part.
     fit_missed_by_replica: Vec<u64>,
     bytes: Arc<[u64]>,
+    /// The first choice of the query just routed ([`NotingFirstChoice`]).
+    last_first: Arc<AtomicU32>,
+    /// Each fit query's first choice.
+    first: Vec<Option<u16>>,
 }
 
 impl Observer for Watch {
     #[inline]
-    fn on_route(&mut self, _query: usize, _counted: bool, _decision: Decision) {}
+    fn on_route(&mut self, query: usize, counted: bool, _decision: Decision) {
+        if !counted {
+            // A replica index is below MAX_REPLICAS, so it fits a u16; NONE is no vote.
+            let c = self.last_first.load(Relaxed);
+            self.first[query] = (c != NONE).then_some(c as u16);
+        }
+    }
 
     #[inline]
     fn on_lookup(&mut self, _query: usize, counted: bool, replica: u16, term: u32, hit: bool) {
@@ -151,18 +162,15 @@ impl Observer for Watch {
     }
 }
 
+/// [`NotingFirstChoice`]'s "no replica got a vote".
+const NONE: u32 = u32::MAX;
+
 /// The `table` policy as a replay routes with it, noting each query's first choice (its
-/// top-ranked replica before the load bound) from the scores the route computed anyway.
-/// A replay routes each query once, in order, so the i-th note is query i's.
+/// top-ranked replica before the load bound) from the scores the route computed anyway;
+/// the replay then tells [`Watch`] which query it was.
 struct NotingFirstChoice<'a> {
     policy: &'a TablePolicy,
-    first: Mutex<Vec<Option<u16>>>,
-}
-
-impl NotingFirstChoice<'_> {
-    fn into_first(self) -> Vec<Option<u16>> {
-        self.first.into_inner().unwrap_or_else(|e| e.into_inner())
-    }
+    last_first: Arc<AtomicU32>,
 }
 
 impl RoutingPolicy for NotingFirstChoice<'_> {
@@ -172,9 +180,8 @@ impl RoutingPolicy for NotingFirstChoice<'_> {
 
     fn route(&self, query: &QueryKey<'_>, load: &dyn LoadView, rng: &mut Rng) -> Option<Decision> {
         let (decision, top) = self.policy.route_ranked(query, load, rng);
-        let mut first = self.first.lock().unwrap_or_else(|e| e.into_inner());
-        // A replica index is below MAX_REPLICAS, so it fits a u16.
-        first.push(top.map(|c| c as u16));
+        self.last_first
+            .store(top.map_or(NONE, |c| c as u32), Relaxed);
         decision
     }
 }
@@ -234,21 +241,15 @@ pub fn refine(
             fit_missed: 0,
             fit_missed_by_replica: vec![0; r],
             bytes: bytes.clone(),
+            last_first: Arc::new(AtomicU32::new(NONE)),
+            first: vec![None; trace.train_len],
         };
         let noting = NotingFirstChoice {
             policy: &policy,
-            first: Mutex::new(Vec::with_capacity(trace.len())),
+            last_first: Arc::clone(&watch.last_first),
         };
         let result = replay(trace, &noting, sim, &mut watch);
-        let first = noting.into_first();
-        if first.len() != trace.len() {
-            return Err(format!(
-                "the replay routed {} of {} queries",
-                first.len(),
-                trace.len()
-            ));
-        }
-        let demand = first_choice_demand(trace, &first, params.replicas, sim.load, &watch);
+        let demand = first_choice_demand(trace, params.replicas, sim.load, &watch);
         let step = cfg.price_step / ((iteration + 1) as f64).sqrt();
         let (next, moved) = update(&votes, &watch, &demand, &mut prices, step, trace, cfg);
         let record = IterationRecord {
@@ -296,20 +297,14 @@ fn ratio(a: u64, b: u64) -> f64 {
 }
 
 /// The load each replica would get if every query of the fit part went to its first choice
-/// `first[q]` (its top-ranked replica, ignoring the bound, as the `table` policy's route
+/// (its top-ranked replica, ignoring the bound, as the `table` policy's route
 /// scored it), in the units the simulator's load bound counts: queries, or (with
 /// [`SimLoad::Work`]) the work the bound charges, each query's fixed cost plus the flash
 /// bytes it is expected to miss there, `bytes(t) · (1 − hits/requests)` per term as the
 /// last replay observed at that replica (a term never requested there counts as a miss).
-fn first_choice_demand(
-    trace: &Trace,
-    first: &[Option<u16>],
-    r: usize,
-    load: SimLoad,
-    watch: &Watch,
-) -> Vec<u64> {
+fn first_choice_demand(trace: &Trace, r: usize, load: SimLoad, watch: &Watch) -> Vec<u64> {
     let mut demand = vec![0u64; r];
-    for (q, top) in first.iter().enumerate().take(trace.train_len) {
+    for (q, top) in watch.first.iter().enumerate() {
         if let Some(c) = top.map(usize::from) {
             demand[c] += match load {
                 SimLoad::Queries => 1,
