@@ -5,10 +5,10 @@
 # `GET /api/?q=` API), each over its own copy of one Tantivy index holding the documents of
 # `ballot build-index --docs DOCS`. Each server runs in its own cgroup (v1): a memory cgroup
 # whose limit, set after the warm-up, leaves it CACHE_BYTES of page cache above what the
-# process itself uses (the page cache is its RAM cache; the index is read through mmap with
-# read-ahead off; result.json reports the page cache each server had at the end), and a
-# block-IO cgroup that throttles its reads from the index's block device to FLASH_MBPS (the
-# flash). Nothing of ballot runs inside the servers: they send no miss-bytes header and no
+# process itself uses (the page cache is its RAM cache; postings are read with pread, or
+# through mmap, with read-ahead off; result.json reports the page cache each server had at
+# the end), and a block-IO cgroup that throttles its reads from the index's block device to
+# FLASH_MBPS (the flash). Nothing of ballot runs inside the servers: they send no miss-bytes header and no
 # load report, so ballot's `table` bounds the work its shadow caches estimate
 # (`work_source = "shadow"`), with the size table `ballot sizes --tantivy` reads from the
 # index's own term dictionary.
@@ -41,7 +41,9 @@
 # and the table's training assume the kernel does), FLASH_MBPS (1 per server), EPS (0.05),
 # CONCURRENCY (16), WARM_QUERIES (10000), TEST_QUERIES (8000), STEADY_QUERIES (4000), LOAD
 # (0.8), SYSTEMS ("round-robin ch-bl haproxy table"; the first sets the steady rate),
-# LB_THREADS (1), BASE_PORT (18600), SERVER_THREADS (8), ANON_HEADROOM_MIB (2: memory above
+# LB_THREADS (1), BASE_PORT (18600), SERVER_THREADS (8), POSTINGS_IO (pread: each list read
+# with one pread, as Elasticsearch's default store reads postings; mmap: page faults on the
+# mapped index, Tantivy's and Lucene's default; `tantivy-engine serve --postings-io`), ANON_HEADROOM_MIB (2: memory above
 # the server's resident set after the warm-up, for its growth under load), BALANCER_CONFIG
 # (extra top-level lines for ballot's balancer config, `\n`-separated, e.g. `stall_slack = 16`),
 # SKIP_BUILD=1.
@@ -66,6 +68,7 @@ SYSTEMS=${SYSTEMS:-"round-robin ch-bl haproxy table"}
 LB_THREADS=${LB_THREADS:-1}
 BASE_PORT=${BASE_PORT:-18600}
 SERVER_THREADS=${SERVER_THREADS:-8}
+POSTINGS_IO=${POSTINGS_IO:-pread}
 ANON_HEADROOM_MIB=${ANON_HEADROOM_MIB:-2}
 HAPROXY_PORT=$((BASE_PORT + 50))
 BALLOT_PORT=$((BASE_PORT + 60))
@@ -193,7 +196,7 @@ start_servers() {
     echo "$DEVICE $FLASH_BPS" >"$blk/blkio.throttle.read_bps_device"
     sh -c 'echo $$ >"$1/cgroup.procs" && echo $$ >"$2/cgroup.procs" && shift 2 && exec "$@"' \
       sh "$mem" "$blk" "$BIN/tantivy-engine" serve --index "$COPIES/r$i" \
-      --listen "127.0.0.1:${PORTS[$i]}" --threads "$SERVER_THREADS" \
+      --listen "127.0.0.1:${PORTS[$i]}" --threads "$SERVER_THREADS" --postings-io "$POSTINGS_IO" \
       >"$RUN/$1-server$i.log" 2>&1 &
     PIDS+=($!)
     pids+=($!)
@@ -278,10 +281,10 @@ print(f"{s:<12} {sat['throughput_qps']:.1f} q/s saturated, steady p99 {st['laten
 PY
 done
 
-python3 - "$OUT" "$REPLICAS" "$CACHE_BYTES" "$FLASH_MBPS" "$DOCS" "$RATE" "$DEVICE" $SYSTEMS <<'PY'
+python3 - "$OUT" "$REPLICAS" "$CACHE_BYTES" "$FLASH_MBPS" "$DOCS" "$RATE" "$DEVICE" "$POSTINGS_IO" $SYSTEMS <<'PY'
 import json, re, sys
-out, replicas, cache, mbps, docs, rate, device = sys.argv[1:8]
-systems = sys.argv[8:]
+out, replicas, cache, mbps, docs, rate, device, postings_io = sys.argv[1:9]
+systems = sys.argv[9:]
 def shadow(path):
     acc = {}
     for line in open(path):
@@ -317,7 +320,8 @@ for s in systems:
             row["shadow_miss_bytes"] = sum(d)
     rows.append(row)
 setup = {"replicas": int(replicas), "cache_bytes": int(cache), "flash_mbps_per_server": float(mbps),
-         "docs": int(docs), "steady_rate_qps": float(rate), "device": device}
+         "docs": int(docs), "steady_rate_qps": float(rate), "device": device,
+         "postings_io": postings_io}
 json.dump({"setup": setup, "rows": rows}, open(f"{out}/result.json", "w"), indent=2)
 f = lambda v, fmt: "–" if v is None else format(v, fmt)
 with open(f"{out}/results.md", "w") as md:

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
 
-use crate::dictionary::Dictionary;
+use crate::directory::{Dictionary, PostingsIo};
 use crate::search::{Engine, Readahead};
 
 /// A Tantivy index of ballot's documents, and a search server over it.
@@ -64,13 +64,17 @@ pub struct ServeArgs {
     /// the server starts cold).
     #[arg(long)]
     pub keep_page_cache: bool,
-    /// Read-ahead on page faults: off (MADV_RANDOM) or the kernel's default.
+    /// Read-ahead on a miss: off (MADV_RANDOM, POSIX_FADV_RANDOM) or the kernel's default.
     #[arg(long, value_enum, default_value_t = Readahead::Off)]
     pub readahead: Readahead,
     /// Where the term dictionary lives: ram (read into memory at start, so the page cache
     /// holds postings only, as in ballot's replica) or page-cache (mapped like the postings).
     #[arg(long, value_enum, default_value_t = Dictionary::Ram)]
     pub dictionary: Dictionary,
+    /// How postings are read: mmap (page faults on the mapped index) or pread (each list's
+    /// bytes copied into the server's memory, as Elasticsearch's default store reads them).
+    #[arg(long, value_enum, default_value_t = PostingsIo::Mmap)]
+    pub postings_io: PostingsIo,
 }
 
 /// Runs the command line `args`; errors are printed with their causes.
@@ -125,7 +129,12 @@ fn serve(a: &ServeArgs) -> Result<()> {
             a.index.display()
         );
     }
-    let engine = Arc::new(Engine::open(&a.index, a.readahead, a.dictionary)?);
+    let engine = Arc::new(Engine::open(
+        &a.index,
+        a.readahead,
+        a.dictionary,
+        a.postings_io,
+    )?);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .max_blocking_threads(a.threads.max(1))

@@ -4,10 +4,11 @@
 //! * [`build`]: a Tantivy index holding the documents of a ballot replica index (regenerated
 //!   by `replica::doc_ids`, numbered by Tantivy), merged into one segment;
 //! * [`search`] and [`http`]: a small Tantivy search server speaking tantivy-cli's API
-//!   (`GET /api/?q=&nhits=`), reading the index through `mmap` and so through the kernel's
-//!   page cache, which a memory cgroup can size and a block-IO cgroup can throttle;
-//!   [`page_cache`] evicts the index's pages so each run starts cold, and [`dictionary`]
-//!   keeps the term dictionary in memory, so the page cache holds postings only;
+//!   (`GET /api/?q=&nhits=`), reading the index through the kernel's page cache (mapped or
+//!   with `pread`, [`directory`]), which a memory cgroup can size and a block-IO cgroup can
+//!   throttle; [`page_cache`] evicts the index's pages so each run starts cold, and
+//!   [`directory`] keeps the term dictionary in memory, so the page cache holds postings
+//!   only;
 //! * [`sizes`]: the `(term, bytes)` size table of any Tantivy index, read from its term
 //!   dictionary (postings bytes per term, summed over segments), which `ballot sizes
 //!   --tantivy` writes for the balancer's shadow caches and the learner.
@@ -18,7 +19,7 @@
 
 pub mod build;
 pub mod cli;
-pub mod dictionary;
+pub mod directory;
 pub mod http;
 pub mod page_cache;
 pub mod schema;

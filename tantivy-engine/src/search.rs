@@ -1,5 +1,6 @@
-//! Query evaluation on a Tantivy index read through `mmap`, so every postings byte comes
-//! from the kernel's page cache or, on a miss, from the block device.
+//! Query evaluation on a Tantivy index read through the kernel's page cache (mapped, or
+//! with `pread`: [`crate::directory`]), so every postings byte comes from the page cache or,
+//! on a miss, from the block device.
 //!
 //! A query is tokenized by ballot's tokenizer (`data::tokenizer`, what the balancer and its
 //! shadow caches see) and becomes a disjunction of term queries; the collector is the top
@@ -8,10 +9,11 @@
 //! alone would skip blocks by block-max WAND, and a count alone of one term would read no
 //! postings at all).
 //!
-//! The index is mapped with `MADV_RANDOM` by default: a page fault reads that page and no
-//! read-ahead around it, so the device bytes the kernel counts are the pages the lists
-//! touch. `--readahead kernel` leaves the kernel's read-around on. The term dictionary is
-//! held in memory by default (`crate::dictionary`), so the page cache holds postings only.
+//! Read-ahead is off by default (`MADV_RANDOM` on the mapping, `POSIX_FADV_RANDOM` on files
+//! read with `pread`): a miss reads the pages the list touches and nothing around them, so
+//! the device bytes the kernel counts are those pages. `--readahead kernel` leaves the
+//! kernel's read-ahead on. The term dictionary is held in memory by default, so the page
+//! cache holds postings only.
 
 use std::path::Path;
 
@@ -24,19 +26,19 @@ use tantivy::query::{BooleanQuery, Occur, Query, TermQuery};
 use tantivy::schema::{Field, IndexRecordOption};
 use tantivy::{Index, IndexReader, ReloadPolicy, Term};
 
-use crate::dictionary::{Dictionary, RamDictionary};
+use crate::directory::{Dictionary, IndexFiles, PostingsIo};
 use crate::schema::BODY;
 
 /// Most results a query may ask for.
 pub const MAX_HITS: usize = 1000;
 
-/// The access pattern the index is mapped with.
+/// Read-ahead on the index's files.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
 pub enum Readahead {
-    /// `MADV_RANDOM`: a fault reads its page only.
+    /// `MADV_RANDOM` / `POSIX_FADV_RANDOM`: a miss reads its pages only.
     #[default]
     Off,
-    /// `MADV_NORMAL`: the kernel's read-around.
+    /// `MADV_NORMAL` / `POSIX_FADV_NORMAL`: the kernel's read-ahead.
     Kernel,
 }
 
@@ -66,19 +68,22 @@ pub struct Engine {
 
 impl Engine {
     /// Opens the index in `dir` (written by [`crate::build`]: one text field [`BODY`]), its
-    /// term dictionary where `dictionary` says.
-    pub fn open(dir: &Path, readahead: Readahead, dictionary: Dictionary) -> Result<Engine> {
-        let advice = match readahead {
-            Readahead::Off => Advice::Random,
-            Readahead::Kernel => Advice::Normal,
+    /// term dictionary where `dictionary` says, its postings read as `postings` says.
+    pub fn open(
+        dir: &Path,
+        readahead: Readahead,
+        dictionary: Dictionary,
+        postings: PostingsIo,
+    ) -> Result<Engine> {
+        let (mapped, read) = match readahead {
+            Readahead::Off => (Advice::Random, libc::POSIX_FADV_RANDOM),
+            Readahead::Kernel => (Advice::Normal, libc::POSIX_FADV_NORMAL),
         };
-        let mmap = MmapDirectory::open_with_madvice(dir, advice)
+        let mmap = MmapDirectory::open_with_madvice(dir, mapped)
             .with_context(|| format!("opening {}", dir.display()))?;
-        let index = match dictionary {
-            Dictionary::PageCache => Index::open(mmap),
-            Dictionary::Ram => Index::open(RamDictionary::load(dir, mmap)?),
-        }
-        .with_context(|| format!("{} is not a readable Tantivy index", dir.display()))?;
+        let files = IndexFiles::open(dir, mmap, dictionary, postings, read)?;
+        let index = Index::open(files)
+            .with_context(|| format!("{} is not a readable Tantivy index", dir.display()))?;
         let field = index
             .schema()
             .get_field(BODY)

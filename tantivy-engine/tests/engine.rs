@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use serde_json::Value;
-use tantivy_engine::dictionary::{Dictionary, RamDictionary};
+use tantivy_engine::directory::{Dictionary, IndexFiles, PostingsIo};
 use tantivy_engine::search::{Engine, Readahead};
 
 const DOCS: u32 = 2_000;
@@ -76,7 +76,14 @@ fn the_tantivy_index_holds_the_replica_documents_and_its_sizes() {
 
     // The dictionary held in memory is every segment's `.term` file, whole.
     let mapped = tantivy::directory::MmapDirectory::open(&index).unwrap();
-    let ram = RamDictionary::load(&index, mapped).unwrap();
+    let ram = IndexFiles::open(
+        &index,
+        mapped,
+        Dictionary::Ram,
+        PostingsIo::Mmap,
+        libc::POSIX_FADV_RANDOM,
+    )
+    .unwrap();
     let term_files: Vec<(std::path::PathBuf, usize)> = std::fs::read_dir(&index)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -94,15 +101,26 @@ fn the_tantivy_index_holds_the_replica_documents_and_its_sizes() {
         .collect();
     assert_eq!(files, term_files);
 
-    let engine = Engine::open(&index, Readahead::Off, Dictionary::Ram).unwrap();
-    let mapped = Engine::open(&index, Readahead::Off, Dictionary::PageCache).unwrap();
+    let engine = Engine::open(&index, Readahead::Off, Dictionary::Ram, PostingsIo::Mmap).unwrap();
+    // The dictionary mapped, and postings read with pread (with and without read-ahead),
+    // find what the default finds.
+    let others = [
+        (Readahead::Off, Dictionary::PageCache, PostingsIo::Mmap),
+        (Readahead::Off, Dictionary::Ram, PostingsIo::Pread),
+        (Readahead::Kernel, Dictionary::PageCache, PostingsIo::Pread),
+    ]
+    .map(|(r, d, p)| Engine::open(&index, r, d, p).unwrap());
     for q in [&["apple"][..], &["apple", "fig"], &["pear", "plum", "kiwi"]] {
         let answer = engine.search(&q.join(" "), 10).unwrap();
         assert_eq!(answer.num_hits, union(q), "{q:?}");
         assert_eq!(answer.hits.len(), answer.num_hits.min(10));
-        // The dictionary held in memory finds what the mapped one finds.
-        let other = mapped.search(&q.join(" "), 10).unwrap();
-        assert_eq!((other.num_hits, other.hits), (answer.num_hits, answer.hits));
+        for other in &others {
+            let other = other.search(&q.join(" "), 10).unwrap();
+            assert_eq!(
+                (other.num_hits, &other.hits),
+                (answer.num_hits, &answer.hits)
+            );
+        }
     }
     // The query goes through ballot's tokenizer, as the balancer's does.
     assert_eq!(
@@ -138,7 +156,8 @@ fn get(addr: std::net::SocketAddr, target: &str) -> (u16, Value) {
 fn the_server_answers_tantivy_cli_requests_and_refuses_bad_ones() {
     let tmp = tempfile::tempdir().unwrap();
     let index = indexes(tmp.path());
-    let engine = Arc::new(Engine::open(&index, Readahead::Off, Dictionary::Ram).unwrap());
+    let engine =
+        Arc::new(Engine::open(&index, Readahead::Off, Dictionary::Ram, PostingsIo::Mmap).unwrap());
     let rt = tokio::runtime::Runtime::new().unwrap();
     let listener = rt
         .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))

@@ -246,6 +246,8 @@ fn table_json(app: &App) -> serde_json::Value {
             "votes": t.votes,
             "ramp_progress": t.progress(),
             "ramp_queries": t.ramp.as_ref().map_or(0, |r| r.len()),
+            "trained_cache_bytes": t.current.trained_cache_bytes(),
+            "cache_admission": app.state.cfg.cache_admission.map(|r| r.share()),
         }),
         None => json!({ "policy": app.state.kind.name(), "table": null }),
     }

@@ -8,6 +8,11 @@
 //! engine that does not know them ignores them, and the shadow caches apply the same rule
 //! for it. A client's own headers of these names are never forwarded
 //! ([`crate::forward::write_upstream_headers`]), so only the balancer hints.
+//!
+//! The terms' line is at most [`MAX_HINT_TERM_BYTES`] long: a long query must not push the
+//! request head past an engine's header limit (8 KiB in Jetty, Tomcat and nginx). Terms
+//! that would pass it are left out of the hint, and the replica caches their lists as it
+//! would without a rule: the safe side.
 
 use std::io::Write;
 
@@ -16,12 +21,42 @@ use balancer::policy::table::TableVotes;
 use data::query::{NO_CACHE_HEADER, NO_CACHE_WITHIN_HEADER};
 use data::tokenizer::Tokens;
 
-/// A hint: its header lines (CRLF-terminated) and the number of terms they name.
+/// Most bytes of term text (with the spaces between) in the no-cache header's value.
+pub const MAX_HINT_TERM_BYTES: usize = 1024;
+
+/// A hint: its header lines (CRLF-terminated) and the terms they name.
 pub struct Hint {
     /// The header lines, appended to the request's.
     pub lines: Vec<u8>,
-    /// Terms named.
-    pub terms: u64,
+    /// Hashes (`data::hash::term_hash`) of the terms named: the lists the replica reads
+    /// without caching, which the balancer's shadow cache of it keeps out too.
+    pub hashes: Vec<u64>,
+}
+
+/// Logs what the rule does under the table `votes` once it is loaded: the cache size it
+/// holds within (the table's trained size), and a warning when the shadow caches
+/// (`shadow_bytes`) are larger, so the rule does not apply to them.
+pub fn log_rule(rule: CacheAdmission, votes: &TableVotes, shadow_bytes: Option<u64>) {
+    let share = rule.share();
+    match votes.trained_cache_bytes() {
+        Some(trained) => {
+            tracing::info!(
+                "cache admission {share}: replica caches up to {trained} bytes (the table's \
+                 trained size) keep a list only at its homes"
+            );
+            if let Some(shadow) = shadow_bytes.filter(|&s| s > trained) {
+                tracing::warn!(
+                    "[shadow] cache_bytes = {shadow} is larger than the table's trained size \
+                     {trained}: the shadow caches keep every list they read, as a replica \
+                     cache of that size does, and the rule saves nothing there"
+                );
+            }
+        }
+        None => tracing::info!(
+            "cache admission {share}: the table records no trained size, so every replica \
+             cache keeps a list only at its homes"
+        ),
+    }
 }
 
 /// The hint for the query of `tokens` sent to table slot `slot`, or `None` when the
@@ -34,12 +69,18 @@ pub fn hint(
 ) -> Option<Hint> {
     let slot = u16::try_from(slot).ok()?;
     let mut lines = Vec::new();
-    let mut terms = 0u64;
+    let mut hashes = Vec::new();
     for term in tokens.iter() {
-        if rule.caches(votes, data::hash::term_hash(term), slot) {
+        let hash = data::hash::term_hash(term);
+        if rule.caches(votes, hash, slot) {
             continue;
         }
-        terms += 1;
+        let value_bytes = lines.len().saturating_sub(NO_CACHE_HEADER.len() + 2);
+        let separator = usize::from(!lines.is_empty());
+        if value_bytes + separator + term.len() > MAX_HINT_TERM_BYTES {
+            continue;
+        }
+        hashes.push(hash);
         if lines.is_empty() {
             lines.extend_from_slice(NO_CACHE_HEADER.as_bytes());
             lines.extend_from_slice(b": ");
@@ -56,7 +97,7 @@ pub fn hint(
     if let Some(bytes) = votes.trained_cache_bytes() {
         let _ = write!(lines, "{NO_CACHE_WITHIN_HEADER}: {bytes}\r\n");
     }
-    Some(Hint { lines, terms })
+    Some(Hint { lines, hashes })
 }
 
 #[cfg(test)]
@@ -96,7 +137,7 @@ mod tests {
         let votes = votes(Some("1000"));
         let q = tokens("The cat in Straße");
         let h = hint(rule, &votes, &q, 1).unwrap();
-        assert_eq!(h.terms, 2);
+        assert_eq!(h.hashes, ["the", "straße"].map(data::hash::term_hash));
         let text = String::from_utf8(h.lines).unwrap();
         assert_eq!(
             text,
@@ -121,6 +162,30 @@ mod tests {
             "{at_zero}"
         );
         assert!(hint(rule, &votes, &tokens("in the"), 0).is_none());
+    }
+
+    #[test]
+    fn a_long_query_names_only_the_terms_that_fit_the_hint() {
+        let rule = CacheAdmission::new(0.5).unwrap();
+        // Twelve terms of 100 letters and one of 2,000, each voted for slot 1 only.
+        let words: Vec<String> = (b'a'..b'm')
+            .map(|c| String::from(c as char).repeat(100))
+            .chain(["z".repeat(2000)])
+            .collect();
+        let rows = words.iter().map(|w| TableRow::new(w, 1, 1.0)).collect();
+        let table = VotingTable::new(2, rows, BTreeMap::new()).unwrap();
+        let votes = TableVotes::build(&table, 2, Arc::new(TermBytes::new(21))).unwrap();
+        let h = hint(rule, &votes, &tokens(&words.join(" ")), 0).unwrap();
+        let text = String::from_utf8(h.lines).unwrap();
+        let value = text
+            .strip_prefix("x-ballot-no-cache: ")
+            .and_then(|v| v.strip_suffix("\r\n"))
+            .unwrap();
+        // Ten terms and nine spaces fill 1,009 of the 1,024 bytes; the rest are left out.
+        assert_eq!((h.hashes.len(), value.len()), (10, 1009));
+        assert_eq!(value.split(' ').collect::<Vec<_>>(), words[..10]);
+        // A term longer than the whole value is never hinted.
+        assert!(hint(rule, &votes, &tokens(&words[12]), 0).is_none());
     }
 
     #[test]

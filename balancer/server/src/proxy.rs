@@ -315,21 +315,23 @@ impl Proxy {
     /// their mean (round-robin's expected bytes) go to `ballot_sampled_miss_bytes_total`.
     ///
     /// The chosen replica's shadow cache keeps a missed list as the replica does: under the
-    /// `admission` rule, only at the term's homes.
+    /// `admission` rule, all but the lists of the terms its cache hint names (`hint`), when
+    /// the rule applies at the shadow's size.
     fn feed_shadow(
         &self,
         key: Key<'_>,
         choice: &Choice,
         first: bool,
         admission: Option<&CacheRule>,
+        hint: Option<&cache_hint::Hint>,
     ) -> Option<u64> {
         let (Key::Query(q), Some(shadow)) = (key, &self.shadow) else {
             return None;
         };
-        let rule =
-            admission.filter(|(_, votes)| CacheAdmission::applies(votes, shadow.cache_bytes()));
-        let slot = u16::try_from(choice.index).unwrap_or(u16::MAX);
-        let admits = |h: u64| rule.is_none_or(|(rule, votes)| rule.caches(votes, h, slot));
+        let applies = admission
+            .is_some_and(|(_, votes)| CacheAdmission::applies(votes, shadow.cache_bytes()));
+        let no_cache = hint.filter(|_| applies).map_or(&[][..], |h| &h.hashes[..]);
+        let admits = |h: u64| !no_cache.contains(&h);
         let sampled = first
             && SHADOW_SAMPLED.with(|n| {
                 let next = n.get().wrapping_add(1);
@@ -362,15 +364,14 @@ impl Proxy {
         Some(missed)
     }
 
-    /// The cache hint's header lines for the query `key` sent to `choice`
-    /// ([`crate::cache_hint`]; `None`: no rule, or the replica caches every list).
-    /// Counted in `ballot_cache_hints_total`.
+    /// The cache hint for the query `key` sent to `choice` ([`crate::cache_hint`]; `None`:
+    /// no rule, or the replica caches every list). Counted in `ballot_cache_hints_total`.
     fn cache_hint(
         &self,
         key: Key<'_>,
         choice: &Choice,
         admission: Option<&CacheRule>,
-    ) -> Option<Vec<u8>> {
+    ) -> Option<cache_hint::Hint> {
         let (Key::Query(q), Some((rule, votes))) = (key, admission) else {
             return None;
         };
@@ -378,8 +379,8 @@ impl Proxy {
             cache_hint::hint(*rule, votes, tokens, choice.index)
         })?;
         self.hinted_queries.increment(1);
-        self.hinted_terms.increment(hint.terms);
-        Some(hint.lines)
+        self.hinted_terms.increment(hint.hashes.len() as u64);
+        Some(hint)
     }
 
     /// Counts a query routed while a table ramps in by the side of the ramp that scored it.
@@ -717,8 +718,14 @@ impl Proxy {
                 Err(Unplaced::NoReplica) => break,
             };
             // The replica's cache sees the query now, in the order queries reach it.
-            let shadow_miss = self.feed_shadow(key, &choice, attempt == 0, admission.as_ref());
             let hint = self.cache_hint(key, &choice, admission.as_ref());
+            let shadow_miss = self.feed_shadow(
+                key,
+                &choice,
+                attempt == 0,
+                admission.as_ref(),
+                hint.as_ref(),
+            );
             let why = if attempt == 0 {
                 self.count_ramp_side(key);
                 m::RequestReason::of(choice.reason)
@@ -739,8 +746,8 @@ impl Proxy {
                 outgoing,
                 |out: &mut Vec<u8>| {
                     forward::write_upstream_headers(out, headers, peer, id);
-                    if let Some(lines) = &hint {
-                        out.extend_from_slice(lines);
+                    if let Some(hint) = &hint {
+                        out.extend_from_slice(&hint.lines);
                     }
                 },
                 timeout,

@@ -165,6 +165,10 @@ impl State {
         let routing = match (kind, table) {
             (PolicyKind::Table, Some(table)) => {
                 let votes = Arc::new(TableVotes::build(table, n, Arc::clone(&term_bytes))?);
+                if let Some(rule) = cfg.cache_admission {
+                    let shadow = cfg.config.shadow.as_ref().map(|s| s.cache_bytes);
+                    crate::cache_hint::log_rule(rule, &votes, shadow);
+                }
                 let parquet = table
                     .to_parquet_bytes(std::path::Path::new("<initial table>"))
                     .map_err(|e| StateError::Table(e.to_string()))?;
@@ -374,6 +378,10 @@ impl State {
             None => Arc::clone(&old_table.current) as SharedVotes,
         };
         let new = Arc::new(votes);
+        if let Some(rule) = self.cfg.cache_admission {
+            let shadow = self.cfg.config.shadow.as_ref().map(|s| s.cache_bytes);
+            crate::cache_hint::log_rule(rule, &new, shadow);
+        }
         let eps = self.cfg.config.eps;
         let homes = self.cfg.config.policy.homes;
         let len = self.cfg.config.ramp_queries;

@@ -927,6 +927,18 @@ fn cache_admission_hints_the_chosen_replica_and_drops_a_clients_hint() {
         lb.series("ballot_cache_hints_total", "what=\"terms\""),
         Some(1.0)
     );
+    // The table's status names the rule and the cache size it holds within.
+    let status = lb.admin("GET", "/admin/table", b"");
+    assert_eq!(status.status, 200, "{}", status.text());
+    let status: serde_json::Value = serde_json::from_str(&status.text()).unwrap();
+    assert_eq!(
+        (
+            status["cache_admission"].as_f64(),
+            status["trained_cache_bytes"].as_u64()
+        ),
+        (Some(0.5), Some(1000)),
+        "{status}"
+    );
     // No hint for a query whose terms all cache at the chosen replica: `cat` at its home
     // b1 (its only vote; sent elsewhere by the load bound, it is hinted there), and `dog`,
     // which has no row and caches everywhere.
