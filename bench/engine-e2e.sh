@@ -41,10 +41,11 @@
 # and the table's training assume the kernel does), FLASH_MBPS (1 per server), EPS (0.05),
 # CONCURRENCY (16), WARM_QUERIES (10000), TEST_QUERIES (8000), STEADY_QUERIES (4000), LOAD
 # (0.8), SYSTEMS ("round-robin ch-bl haproxy table"; the first sets the steady rate),
-# LB_THREADS (1), BASE_PORT (18600), SERVER_THREADS (8), POSTINGS_IO (pread: each list read
-# with one pread, as Elasticsearch's default store reads postings; mmap: page faults on the
-# mapped index, Tantivy's and Lucene's default; `tantivy-engine serve --postings-io`), ANON_HEADROOM_MIB (2: memory above
-# the server's resident set after the warm-up, for its growth under load), BALANCER_CONFIG
+# LB_THREADS (1), BASE_PORT (18600), SERVER_THREADS (8), POSTINGS_IO (pread: lists read with
+# pread 16 KiB at a time, as Lucene's NIOFSDirectory and so Elasticsearch's default store read
+# postings; mmap: page faults on the mapped index, Tantivy's and Lucene's default;
+# `tantivy-engine serve --postings-io`), ANON_HEADROOM_MIB (2: memory above the server's
+# resident set after the warm-up, for its growth under load), BALANCER_CONFIG
 # (extra top-level lines for ballot's balancer config, `\n`-separated, e.g. `stall_slack = 16`),
 # SKIP_BUILD=1.
 set -euo pipefail

@@ -72,7 +72,8 @@ pub struct ServeArgs {
     #[arg(long, value_enum, default_value_t = Dictionary::Ram)]
     pub dictionary: Dictionary,
     /// How postings are read: mmap (page faults on the mapped index) or pread (each list's
-    /// bytes copied into the server's memory, as Elasticsearch's default store reads them).
+    /// bytes copied into the server's memory 16 KiB at a time, as Lucene's NIOFSDirectory
+    /// and so Elasticsearch's default store read them).
     #[arg(long, value_enum, default_value_t = PostingsIo::Mmap)]
     pub postings_io: PostingsIo,
 }

@@ -12,9 +12,11 @@
 //!
 //! The other files (the postings) are read as [`PostingsIo`] says: mapped ([`MmapDirectory`],
 //! a page fault per page not cached), or with `pread` of each list's byte range into a
-//! buffer of the process, as Lucene's `NIOFSDirectory` does and as Elasticsearch's default
-//! store (`hybridfs`: the term dictionary, norms and doc values mapped, every other file
-//! read with NIO) reads postings. The two differ in how the kernel learns that a cached page
+//! buffer of the process, in reads of at most [`PREAD_CHUNK_BYTES`], as Lucene's
+//! `NIOFSDirectory` reads and so as Elasticsearch's default store (`hybridfs`: the term
+//! dictionary, norms and doc values mapped, every other file read with NIO) reads
+//! postings. The chunks let a short read at a throttled device wait behind a piece of a
+//! long list rather than all of it. The two differ in how the kernel learns that a cached page
 //! is used again: a read marks the page accessed at once (a second read moves it to the
 //! active list), a mapped page only shows a reference bit when reclaim scans it.
 
@@ -54,6 +56,9 @@ pub enum PostingsIo {
     /// `pread` of each requested range into the process's memory.
     Pread,
 }
+
+/// The longest single `pread` (Lucene's `NIOFSIndexInput.CHUNK_SIZE`).
+pub const PREAD_CHUNK_BYTES: usize = 16 * 1024;
 
 /// The extension of Tantivy's term dictionary files.
 const TERM_EXTENSION: &str = "term";
@@ -140,7 +145,8 @@ impl IndexFiles {
     }
 }
 
-/// A file read with `pread`: each requested range is copied into a new buffer.
+/// A file read with `pread`: each requested range is copied into a new buffer, in reads of
+/// at most [`PREAD_CHUNK_BYTES`].
 #[derive(Debug)]
 struct PreadFile {
     file: File,
@@ -156,7 +162,11 @@ impl FileHandle for PreadFile {
             ));
         }
         let mut buffer = vec![0u8; range.len()];
-        self.file.read_exact_at(&mut buffer, range.start as u64)?;
+        let mut offset = range.start as u64;
+        for chunk in buffer.chunks_mut(PREAD_CHUNK_BYTES) {
+            self.file.read_exact_at(chunk, offset)?;
+            offset += chunk.len() as u64;
+        }
         Ok(OwnedBytes::new(buffer))
     }
 }
@@ -217,7 +227,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_pread_file_reads_its_ranges_and_refuses_one_past_its_end() {
+    fn a_pread_file_reads_its_ranges_in_chunks_and_refuses_one_past_its_end() {
         let tmp = tempfile::tempdir().unwrap();
         std::fs::write(tmp.path().join("a.idx"), b"0123456789").unwrap();
         let mapped = MmapDirectory::open(tmp.path()).unwrap();
@@ -233,6 +243,13 @@ mod tests {
         assert_eq!(handle.len(), 10);
         assert_eq!(handle.read_bytes(2..5).unwrap().as_slice(), b"234");
         assert_eq!(handle.read_bytes(10..10).unwrap().as_slice(), b"");
+        // A range of several chunks comes back whole and in order.
+        let long: Vec<u8> = (0..3 * PREAD_CHUNK_BYTES + 5)
+            .map(|i| (i % 251) as u8)
+            .collect();
+        std::fs::write(tmp.path().join("b.idx"), &long).unwrap();
+        let b = files.get_file_handle(Path::new("b.idx")).unwrap();
+        assert_eq!(b.read_bytes(7..long.len()).unwrap().as_slice(), &long[7..]);
         let err = handle.read_bytes(8..11).unwrap_err();
         assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput, "{err}");
         assert!(matches!(
