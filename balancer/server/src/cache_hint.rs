@@ -19,7 +19,7 @@ use std::io::Write;
 use balancer::policy::admission::CacheAdmission;
 use balancer::policy::table::TableVotes;
 use data::query::{NO_CACHE_HEADER, NO_CACHE_WITHIN_HEADER};
-use data::tokenizer::Tokens;
+use data::tokenizer::{Tokens, MAX_TERMS};
 
 /// Most bytes of term text (with the spaces between) in the no-cache header's value.
 pub const MAX_HINT_TERM_BYTES: usize = 1024;
@@ -28,9 +28,18 @@ pub const MAX_HINT_TERM_BYTES: usize = 1024;
 pub struct Hint {
     /// The header lines, appended to the request's.
     pub lines: Vec<u8>,
-    /// Hashes (`data::hash::term_hash`) of the terms named: the lists the replica reads
-    /// without caching, which the balancer's shadow cache of it keeps out too.
-    pub hashes: Vec<u64>,
+    /// Hashes (`data::hash::term_hash`) of the terms named, the first `named` of them (a
+    /// query has at most `MAX_TERMS`: no allocation on the request path).
+    hashes: [u64; MAX_TERMS],
+    named: usize,
+}
+
+impl Hint {
+    /// Hashes of the terms named: the lists the replica reads without caching, which the
+    /// balancer's shadow cache of it keeps out too.
+    pub fn hashes(&self) -> &[u64] {
+        &self.hashes[..self.named]
+    }
 }
 
 /// Logs what the rule does under the table `votes` once it is loaded: the cache size it
@@ -69,10 +78,11 @@ pub fn hint(
 ) -> Option<Hint> {
     let slot = u16::try_from(slot).ok()?;
     let mut lines = Vec::new();
-    let mut hashes = Vec::new();
+    let mut hashes = [0u64; MAX_TERMS];
+    let mut named = 0;
     for term in tokens.iter() {
         let hash = data::hash::term_hash(term);
-        if rule.caches(votes, hash, slot) {
+        if named == MAX_TERMS || rule.caches(votes, hash, slot) {
             continue;
         }
         let value_bytes = lines.len().saturating_sub(NO_CACHE_HEADER.len() + 2);
@@ -80,7 +90,8 @@ pub fn hint(
         if value_bytes + separator + term.len() > MAX_HINT_TERM_BYTES {
             continue;
         }
-        hashes.push(hash);
+        hashes[named] = hash;
+        named += 1;
         if lines.is_empty() {
             lines.extend_from_slice(NO_CACHE_HEADER.as_bytes());
             lines.extend_from_slice(b": ");
@@ -97,7 +108,11 @@ pub fn hint(
     if let Some(bytes) = votes.trained_cache_bytes() {
         let _ = write!(lines, "{NO_CACHE_WITHIN_HEADER}: {bytes}\r\n");
     }
-    Some(Hint { lines, hashes })
+    Some(Hint {
+        lines,
+        hashes,
+        named,
+    })
 }
 
 #[cfg(test)]
@@ -137,7 +152,7 @@ mod tests {
         let votes = votes(Some("1000"));
         let q = tokens("The cat in Straße");
         let h = hint(rule, &votes, &q, 1).unwrap();
-        assert_eq!(h.hashes, ["the", "straße"].map(data::hash::term_hash));
+        assert_eq!(h.hashes(), ["the", "straße"].map(data::hash::term_hash));
         let text = String::from_utf8(h.lines).unwrap();
         assert_eq!(
             text,
@@ -176,13 +191,13 @@ mod tests {
         let table = VotingTable::new(2, rows, BTreeMap::new()).unwrap();
         let votes = TableVotes::build(&table, 2, Arc::new(TermBytes::new(21))).unwrap();
         let h = hint(rule, &votes, &tokens(&words.join(" ")), 0).unwrap();
-        let text = String::from_utf8(h.lines).unwrap();
+        let text = String::from_utf8(h.lines.clone()).unwrap();
         let value = text
             .strip_prefix("x-ballot-no-cache: ")
             .and_then(|v| v.strip_suffix("\r\n"))
             .unwrap();
         // Ten terms and nine spaces fill 1,009 of the 1,024 bytes; the rest are left out.
-        assert_eq!((h.hashes.len(), value.len()), (10, 1009));
+        assert_eq!((h.hashes().len(), value.len()), (10, 1009));
         assert_eq!(value.split(' ').collect::<Vec<_>>(), words[..10]);
         // A term longer than the whole value is never hinted.
         assert!(hint(rule, &votes, &tokens(&words[12]), 0).is_none());

@@ -330,7 +330,7 @@ impl Proxy {
         };
         let applies = admission
             .is_some_and(|(_, votes)| CacheAdmission::applies(votes, shadow.cache_bytes()));
-        let no_cache = hint.filter(|_| applies).map_or(&[][..], |h| &h.hashes[..]);
+        let no_cache = hint.filter(|_| applies).map_or(&[][..], |h| h.hashes());
         let admits = |h: u64| !no_cache.contains(&h);
         let sampled = first
             && SHADOW_SAMPLED.with(|n| {
@@ -379,7 +379,7 @@ impl Proxy {
             cache_hint::hint(*rule, votes, tokens, choice.index)
         })?;
         self.hinted_queries.increment(1);
-        self.hinted_terms.increment(hint.hashes.len() as u64);
+        self.hinted_terms.increment(hint.hashes().len() as u64);
         Some(hint)
     }
 
