@@ -17,6 +17,7 @@
 #![forbid(unsafe_code)]
 
 pub mod explain;
+pub mod explain_doc;
 pub mod load;
 pub mod policy;
 pub mod ramp;

@@ -121,6 +121,11 @@ impl Tokens {
         &self.buf[s as usize..e as usize]
     }
 
+    /// Each term's `(start, end)` byte offsets in [`Tokens::normalized`], in order.
+    pub fn spans(&self) -> &[(u32, u32)] {
+        &self.spans
+    }
+
     /// The terms in order of first appearance.
     pub fn iter(&self) -> impl Iterator<Item = &str> + '_ {
         self.spans

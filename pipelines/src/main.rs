@@ -162,7 +162,7 @@ fn main() -> ExitCode {
             server_allocator(serving::alloc::REPLICA_CONF);
             return replica::cli::main_from(a.argv("ballot replica"));
         }
-        Command::Balancer(a) => balancer_server::cli::main_from(a.argv("ballot balancer")),
+        Command::Balancer(a) => balancer_ops::cli::main_from(a.argv("ballot balancer")),
         Command::Ingest(a) => cmd::data_cmds::ingest(a),
         Command::Gen(a) => cmd::data_cmds::gen(a),
         Command::Sizes(a) => cmd::data_cmds::sizes(a),

@@ -28,7 +28,7 @@ use std::time::{Duration, SystemTime};
 const PACKAGES: [(&str, &str); 3] = [
     ("ballot", "pipelines"),
     ("replica", "replica"),
-    ("balancer", "balancer-server"),
+    ("balancer", "balancer-ops"),
 ];
 
 /// The cargo profile directory the tests were built in (`target/release` or `target/debug`).
@@ -547,17 +547,19 @@ mod tests {
             "{replica:?}"
         );
         assert!(!replica.dirs.contains(&root.join("tests")), "{replica:?}");
-        let balancer = Inputs::of(&root, "balancer-server").unwrap();
-        assert!(
-            balancer.dirs.contains(&root.join("balancer/server")),
-            "{balancer:?}"
-        );
+        let balancer = Inputs::of(&root, "balancer-ops").unwrap();
+        for dep in ["balancer/ops", "balancer/server", "balancer/routes"] {
+            assert!(
+                balancer.dirs.contains(&root.join(dep)),
+                "{dep}: {balancer:?}"
+            );
+        }
         assert!(
             balancer.dirs.contains(&root.join("balancer")),
             "{balancer:?}"
         );
         let ballot = Inputs::of(&root, "pipelines").unwrap();
-        for dep in ["replica", "balancer/server", "learner"] {
+        for dep in ["replica", "balancer/ops", "balancer/server", "learner"] {
             assert!(ballot.dirs.contains(&root.join(dep)), "{dep}: {ballot:?}");
         }
         assert!(ballot.newest().is_some());

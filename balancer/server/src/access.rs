@@ -1,7 +1,7 @@
-//! The access log, off by default (`access_log = true` turns it on): one `tracing` event
-//! per client `/search` request at target `access`, level info, written when the response
-//! has been relayed to its end (or cut, or refused), with the replica, the routing reason,
-//! the status, the latency in milliseconds from the request's arrival, the upstream
+//! The access log, off by default (`access_log = true` turns it on, [`crate::hooks::access`]):
+//! one `tracing` event per client request at target `access`, level info, written when the
+//! response has been relayed to its end (or cut, or refused), with the replica, the routing
+//! reason, the status, the latency in milliseconds from the request's arrival, the upstream
 //! attempts and the request id. The log line's time is the subscriber's timestamp.
 
 use std::time::Instant;
@@ -15,7 +15,7 @@ pub struct Entry {
     pub start: Instant,
     /// The request id sent upstream and echoed.
     pub request_id: HeaderValue,
-    /// The replica that answered (`-` when none did).
+    /// The replica that answered (`-` when none did; `a+b` for a sharded query).
     pub replica: String,
     /// The routing reason (`vote`, `overflow`, `no-vote`, `failover`, or `-`).
     pub reason: &'static str,
@@ -26,19 +26,6 @@ pub struct Entry {
 }
 
 impl Entry {
-    /// The line of a request that arrived at `start` with `request_id`, before anything
-    /// is known of its answer.
-    pub fn new(start: Instant, request_id: HeaderValue) -> Self {
-        Entry {
-            start,
-            request_id,
-            replica: "-".to_owned(),
-            reason: "-",
-            status: 0,
-            attempts: 0,
-        }
-    }
-
     /// Writes the line; `outcome` says how the response ended (`done`, `cut`, `aborted`).
     pub fn log(&self, outcome: &'static str) {
         tracing::info!(

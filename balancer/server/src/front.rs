@@ -1,13 +1,12 @@
 //! The client listener: the hardened HTTP/1 loop of the `serving` crate (connection cap,
-//! header and idle timeouts, graceful drain), `/healthz` answered by the axum
-//! `client_router`, and every other request dispatched straight to the proxy with the
-//! index of the route its method and path take ([`Routes::find`]; none: the proxy refuses
-//! it or routes it by the fallback policy).
+//! header and idle timeouts, graceful drain), `/healthz` answered here, and every other
+//! request dispatched straight to the request path with the routes its method and path
+//! match ([`Routes::matching`]; none: it is refused or routed by the fallback policy).
 //!
-//! Why not `axum::serve`: the proxy path is the balancer's whole cost, and a profile under
-//! wrk showed the router, its boxed services and the protocol-sniffing connection builder on
-//! every request. Here a search costs one boxed future and, under the default route
-//! (`GET /search`), two path comparisons. On stop, the
+//! Why not `axum::serve`: the request path is the balancer's whole cost, and a profile
+//! under wrk showed the router, its boxed services and the protocol-sniffing connection
+//! builder on every request. Here a search costs one boxed future and, under the default
+//! route (`GET /search`), two path comparisons. On stop, the
 //! listener stops accepting, connections with no request in flight close at once, the
 //! requests in flight finish, and [`serve_client`] returns once every connection is gone.
 
@@ -17,24 +16,36 @@ use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use axum::http::Request;
-use axum::response::Response;
+use axum::http::{Method, Request, StatusCode};
+use axum::response::{IntoResponse, Response};
 use hyper::body::Incoming;
-use hyper_util::service::TowerToHyperService;
 use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::{oneshot, watch};
 
+use crate::pipeline::json_error;
 use crate::routes::{Routes, HEALTHZ};
-use crate::{client_router, App};
+use crate::Balancer;
 
 type BoxFuture = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
 
 /// One connection's service.
 #[derive(Clone)]
 struct Front {
-    app: Arc<App>,
+    lb: Arc<Balancer>,
     peer: SocketAddr,
-    fallback: TowerToHyperService<axum::Router>,
+}
+
+/// The client listener's own liveness answer: `GET` and `HEAD` answer `ok`, other
+/// methods a JSON 405.
+fn healthz(method: &Method) -> Response {
+    if method == Method::GET || method == Method::HEAD {
+        "ok\n".into_response()
+    } else {
+        json_error(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method not allowed on this path",
+        )
+    }
 }
 
 impl hyper::service::Service<Request<Incoming>> for Front {
@@ -45,18 +56,14 @@ impl hyper::service::Service<Request<Incoming>> for Front {
     fn call(&self, req: Request<Incoming>) -> BoxFuture {
         let path = req.uri().path();
         if path == HEALTHZ {
-            return Box::pin(self.fallback.call(req));
+            let answer = healthz(req.method());
+            return Box::pin(async move { Ok(answer) });
         }
-        let routes: &Routes = &self.app.state.cfg.routes;
-        let route = routes.find(req.method(), path);
-        let app = Arc::clone(&self.app);
+        let routes: &Routes = &self.lb.cfg.routes;
+        let matched = routes.matching(req.method(), path);
+        let lb = Arc::clone(&self.lb);
         let peer = self.peer.ip();
-        Box::pin(async move {
-            Ok(match &app.fanout {
-                Some(fanout) => fanout.search(&app.proxy, req, route, peer).await,
-                None => app.proxy.search(req, route, peer).await,
-            })
-        })
+        Box::pin(async move { Ok(lb.search(req, matched, peer).await) })
     }
 }
 
@@ -64,15 +71,13 @@ impl hyper::service::Service<Request<Incoming>> for Front {
 /// returns once every accepted connection has closed.
 pub async fn serve_client(
     listener: TcpListener,
-    app: Arc<App>,
+    lb: Arc<Balancer>,
     gate: Arc<serving::Gate>,
     stop: watch::Receiver<bool>,
 ) {
-    let fallback = TowerToHyperService::new(client_router(Arc::clone(&app)));
     let make = move |peer| Front {
-        app: Arc::clone(&app),
+        lb: Arc::clone(&lb),
         peer,
-        fallback: fallback.clone(),
     };
     serving::serve(gate, listener, make, stop).await;
 }
@@ -107,7 +112,7 @@ pub async fn bind(addr: SocketAddr, workers: usize) -> std::io::Result<Vec<TcpLi
 pub fn spawn_worker(
     n: usize,
     listener: TcpListener,
-    app: Arc<App>,
+    lb: Arc<Balancer>,
     gate: Arc<serving::Gate>,
     stop: watch::Receiver<bool>,
 ) -> std::io::Result<oneshot::Receiver<()>> {
@@ -129,7 +134,7 @@ pub fn spawn_worker(
             };
             rt.block_on(async move {
                 match TcpListener::from_std(listener) {
-                    Ok(l) => serve_client(l, app, gate, stop).await,
+                    Ok(l) => serve_client(l, lb, gate, stop).await,
                     Err(e) => tracing::error!("worker {n}: {e}"),
                 }
             });

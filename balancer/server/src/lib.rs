@@ -1,240 +1,251 @@
-//! `balancer-server`: the HTTP load balancer behind the `balancer` binary: an axum server whose `/search`
-//! proxies to replicas chosen by a routing policy (pooled keep-alive HTTP/1.1), with active
-//! and passive health checking, retries on the next-ranked replica, hot voting-table reload
-//! with a ramp, run-time membership, and Prometheus metrics. Its shape follows HAProxy and
-//! Envoy: a client listener, a separate admin listener, bounded-load hashing
-//! (`hash-balance-factor`), `fall`/`rise` health checks and `redispatch` retries.
+//! `balancer-server`: the data plane of ballot's HTTP load balancer. A client request
+//! becomes one context ([`ctx`]), is routed by the policy of one routing snapshot
+//! ([`router`]) over one shard's loads ([`shard`], [`view`]), sent to a replica over pooled
+//! keep-alive HTTP/1.1 ([`upstream`]) with retries, and relayed back ([`pipeline`]); a
+//! sharded query fans out to every shard through the same exchange ([`fanout`]). The
+//! optional concerns (shadow caches, cache hint, work feedback, ramp accounting, routing
+//! headers, access log) are [`hooks`] chosen when the config loads. Its shape follows
+//! HAProxy and Envoy: bounded-load hashing (`hash-balance-factor`), `fall`/`rise` health
+//! checks ([`health`]) and `redispatch` retries.
 //!
-//! * [`config`]: the TOML file, validated once.
-//! * [`replicas`]: the replica set and its health. [`view`]: the server-side `LoadView`.
-//! * [`state`]: the loads, the routing policy (the simulator's own) and table swaps.
-//! * [`front`]: the client listener (the `serving` crate's hardened loop). [`routes`]:
-//!   which requests are searches and where their query text is (a URL parameter such as
-//!   ballot's `q`, decoded by [`data::query`], the replica's decoder too; a form field; a
-//!   JSON field). [`body`]: a request's body, read whole within its limits. [`proxy`]: the
-//!   request path. [`fallback`]: requests routed without a query. [`admit`]: the bounds
-//!   on requests in flight. [`forward`]: the headers sent upstream. [`access`]: the
-//!   access log.
-//! * [`work`]: each answer's flash bytes for the `work` load, from the replica's header,
-//!   its ORCA load report, or [`shadow`]: the balancer's own estimate of each replica's
-//!   flash bytes, for backends that report none (`work_source`).
-//! * [`upstream`]: keep-alive connections to replicas and the HTTP/1.1 exchange on them.
-//! * [`health`]: active checks. [`reload`]: table reload. [`admin`]: the admin API.
-//!   [`tables`]: the files a path reload may read. [`status`]: the status page.
-//!   [`explain`]: a query's routing explained.
-//! * [`shards`]: a sharded backend: each query fans out to one replica of every shard, and
-//!   the answers are merged.
-//! * [`metrics`]: metric names and the recorder.
-//! * [`cli`]: the command line, run by the `balancer` binary and by `ballot balancer`.
+//! The operator's surfaces (admin API, status page, explain, `/metrics`, the command line)
+//! are the `balancer-ops` crate; the engine adapters (routes, presets, the sharded answer's
+//! merge) are `balancer-routes`. This crate reads no operator request and parses no engine
+//! API: it exposes [`Balancer`], its [`stats::Stats`] snapshot and the membership and table
+//! changes the admin API asks for.
+//!
+//! docs/architecture.md walks one request through the files.
 
 pub mod access;
-pub mod admin;
 pub mod admit;
 pub mod body;
-pub mod cache_hint;
-pub mod cli;
 pub mod config;
-pub mod explain;
-pub mod fallback;
+pub mod ctx;
+pub mod fanout;
 pub mod forward;
 pub mod front;
 pub mod health;
+pub mod hooks;
 pub mod metrics;
-pub mod proxy;
+pub mod pipeline;
 pub mod reload;
 pub mod replicas;
-pub mod routes;
+pub mod router;
 pub mod shadow;
-pub mod shards;
-pub mod state;
-pub mod status;
+pub mod shard;
+pub mod stats;
 pub mod tables;
 pub mod upstream;
 pub mod view;
-pub mod work;
+
+pub use balancer_routes as routes;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::routing::get;
-use axum::Router;
-use metrics_exporter_prometheus::PrometheusHandle;
-
-use crate::config::Validated;
-use crate::proxy::Proxy;
-use crate::shadow::Shadow;
-use crate::state::State;
+use ::metrics::{Counter, Histogram};
 use balancer::policy::TermBytes;
+
+use crate::admit::Admission;
+use crate::config::Validated;
+use crate::hooks::Hooks;
+use crate::router::{hash_hex, Router, RouterError};
+use crate::shadow::Shadow;
+use crate::shard::{MembershipError, Shard};
+use crate::stats::{ReplicaStat, Stats, TableStat};
 
 /// The background ticker's period.
 const TICK: Duration = Duration::from_millis(100);
-/// Ticks between two status samples.
-const SAMPLE_TICKS: u64 = (status::history::SAMPLE_EVERY.as_millis() / TICK.as_millis()) as u64;
 
 /// Why the balancer could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
-    /// The admin token is longer than the comparison handles.
-    #[error("{0}: the admin token is too long (at most 256 bytes)")]
-    TokenTooLong(std::path::PathBuf),
     /// The size table could not be read.
     #[error(transparent)]
     Sizes(#[from] data::sizes::SizesError),
     /// The voting table could not be read.
     #[error(transparent)]
     Table(#[from] data::table::TableError),
-    /// The policy could not be built.
+    /// The policy or a replica could not be built.
     #[error("{path}: {source}")]
     Policy {
         /// The config file.
         path: std::path::PathBuf,
         /// What went wrong.
-        source: crate::state::StateError,
+        source: RouterError,
     },
 }
 
-/// Everything the handlers share.
-pub struct App {
-    /// Routing state (shard 0's, with `[shards]`).
-    pub state: Arc<State>,
-    /// The proxy (shard 0's, with `[shards]`).
-    pub proxy: Proxy,
-    /// With `[shards]`: the fan-out over every shard.
-    pub fanout: Option<shards::Fanout>,
-    /// The metrics recorder.
-    pub prom: PrometheusHandle,
-    /// The admin token, ready for a constant-time comparison (`None`: admin API off).
-    pub admin_token: Option<admin::Token>,
-    /// The status page's ten minutes of samples.
-    pub status: status::history::History,
-    /// The login form's sessions.
-    pub sessions: status::login::Sessions,
+/// The request path's own counters.
+pub struct PathMetrics {
+    /// Routing-decision latency (one decision in [`pipeline::ROUTE_SAMPLE`]).
+    pub route_seconds: Histogram,
+    /// Attempts retried on another replica.
+    pub retries: Counter,
+    /// Requests that failed upstream.
+    pub failures: Counter,
 }
 
-/// Builds one shard's proxy (the only one without `[shards]`): its sizes, shadow caches,
-/// table and state.
-fn build_proxy(cfg: Validated) -> Result<Proxy, StartError> {
-    let mut term_bytes = TermBytes::default();
-    let mut shadow = None;
-    if let Some(p) = &cfg.config.policy.sizes {
-        let sizes = data::sizes::SizeTable::read_parquet(p)?;
-        for (term, bytes) in sizes.sorted() {
+/// The data plane: everything the request path shares.
+pub struct Balancer {
+    /// The validated config.
+    pub cfg: Validated,
+    /// What routes (shared by every shard).
+    pub router: Router,
+    /// The shards' replicas and loads (one without `[shards]`).
+    pub shards: Vec<Shard>,
+    /// The concerns the config asks for.
+    pub hooks: Hooks,
+    /// Client requests in flight, bounded by `max_in_flight`.
+    pub admission: Admission,
+    /// With `[shards]`: the fan-out step.
+    pub fanout: Option<fanout::Fanout>,
+    /// The request path's counters.
+    pub metrics: PathMetrics,
+}
+
+impl Balancer {
+    /// Loads the sizes and the table `cfg` names and builds the data plane.
+    pub fn build(cfg: Validated) -> Result<Balancer, StartError> {
+        let policy = cfg.config.policy.clone();
+        let mut term_bytes = TermBytes::default();
+        let sizes = policy
+            .sizes
+            .as_deref()
+            .map(data::sizes::SizeTable::read_parquet)
+            .transpose()?;
+        for (term, bytes) in sizes.iter().flat_map(|s| s.sorted()) {
             term_bytes.insert(data::hash::term_hash(term), bytes);
         }
-        if let (Some(sh), Some(eviction)) = (&cfg.config.shadow, cfg.shadow_eviction) {
-            let default_bytes = term_bytes.default_bytes();
-            shadow = Some(Shadow::new(&sizes, default_bytes, sh.cache_bytes, eviction));
-        }
-    }
-    let table = match (&cfg.config.policy.table, cfg.policy.needs_table()) {
-        (Some(p), true) => {
-            let start = std::time::Instant::now();
-            let expected = u16::try_from(cfg.config.replicas.len()).ok();
-            let t = data::table::VotingTable::read_parquet(p, expected)?;
-            reload::record_load(1, start.elapsed().as_secs_f64());
-            Some(t)
-        }
-        _ => None,
-    };
-    let path = cfg.path.clone();
-    let state = State::new(cfg, Arc::new(term_bytes), table.as_ref()).map_err(|source| {
-        StartError::Policy {
-            path: path.clone(),
+        let default_bytes = term_bytes.default_bytes();
+        let table = match (&policy.table, policy.name.needs_table()) {
+            (Some(p), true) => {
+                let start = std::time::Instant::now();
+                let expected = cfg.shard_replicas(0).count();
+                let t = data::table::VotingTable::read_parquet(p, u16::try_from(expected).ok())?;
+                reload::record_load(1, start.elapsed().as_secs_f64());
+                Some(t)
+            }
+            _ => None,
+        };
+        let fail = |source: RouterError| StartError::Policy {
+            path: cfg.path.clone(),
             source,
-        }
-    })?;
-    Proxy::new(Arc::new(state), shadow).map_err(|e| StartError::Policy {
-        path,
-        source: e.into(),
-    })
-}
-
-impl App {
-    /// Loads the sizes and the table named by `cfg` and builds the state (one per shard
-    /// with `[shards]`).
-    pub fn build(cfg: Validated) -> Result<Arc<App>, StartError> {
-        let prom = metrics::install();
-        let path = cfg.path.clone();
-        let admin_token = match cfg.admin_token.as_deref() {
-            Some(t) => {
-                Some(admin::Token::new(t).ok_or_else(|| StartError::TokenTooLong(path.clone()))?)
-            }
-            None => None,
         };
-        let (proxy, fanout) = match &cfg.config.shards {
-            None => (build_proxy(cfg)?, None),
-            Some(sh) => {
-                let mut others = Vec::new();
-                for s in 1..cfg.shard_count() {
-                    others.push(build_proxy(cfg.shard(s))?);
-                }
-                let fanout = shards::Fanout::new(others, sh);
-                (build_proxy(cfg.shard(0))?, Some(fanout))
-            }
-        };
-        let state = Arc::clone(&proxy.state);
-        if let Some(t) = &state.routing().table {
-            crate::state::publish_content_hash(None, t.content_hash);
-        }
-        Ok(Arc::new(App {
-            proxy,
-            state,
-            fanout,
-            prom,
-            admin_token,
-            status: status::history::History::new(status::unix_now()),
-            sessions: status::login::Sessions::default(),
-        }))
+        let columns = cfg.shard_replicas(0).count();
+        let router =
+            Router::new(&cfg, columns, Arc::new(term_bytes), table.as_ref()).map_err(fail)?;
+        let shards = (0..cfg.shards)
+            .map(|s| {
+                let shadow = match (&cfg.config.shadow, &sizes) {
+                    (Some(sh), Some(sizes)) => Some(Shadow::new(
+                        sizes,
+                        default_bytes,
+                        sh.cache_bytes,
+                        sh.eviction,
+                    )),
+                    _ => None,
+                };
+                Shard::new(&cfg, s, shadow).map_err(|e| fail(e.into()))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Balancer {
+            hooks: Hooks::of(&cfg),
+            admission: Admission::new(cfg.config.max_in_flight),
+            fanout: cfg.config.shards.as_ref().map(fanout::Fanout::new),
+            metrics: PathMetrics {
+                route_seconds: ::metrics::histogram!(metrics::ROUTE_SECONDS),
+                retries: ::metrics::counter!(metrics::RETRIES),
+                failures: ::metrics::counter!(metrics::UPSTREAM_FAILURES),
+            },
+            router,
+            shards,
+            cfg,
+        })
     }
 
-    /// Every shard's proxy, shard 0's first (one without `[shards]`).
-    pub fn proxies(&self) -> impl Iterator<Item = &Proxy> {
-        std::iter::once(&self.proxy).chain(self.fanout.iter().flat_map(|f| f.others.iter()))
-    }
-
-    /// Starts the health checkers and the ramp ticker, which also closes the idle upstream
-    /// connections the replicas closed, every second, and samples the status page's
-    /// counters (inside a Tokio runtime).
+    /// Starts the health checkers and the ticker that ends finished ramps and, every
+    /// second, closes the idle upstream connections the replicas closed (inside a Tokio
+    /// runtime).
     pub fn spawn_background(self: &Arc<Self>) {
-        for proxy in self.proxies() {
-            for rep in proxy.state.members.load().slots.iter().flatten() {
-                health::spawn(Arc::clone(rep), proxy.state.cfg.config.health.clone());
+        for shard in &self.shards {
+            for rep in shard.members.load().slots.iter().flatten() {
+                health::spawn(Arc::clone(rep), self.cfg.config.health.clone());
             }
         }
-        let app = Arc::clone(self);
+        let lb = Arc::clone(self);
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(TICK);
-            let mut n = 0u64;
-            loop {
+            for n in 1u64.. {
                 tick.tick().await;
-                for proxy in app.proxies() {
-                    proxy.state.tick();
-                }
-                n += 1;
+                lb.router.tick();
                 if n.is_multiple_of(10) {
-                    for proxy in app.proxies() {
-                        for rep in proxy.state.members.load().slots.iter().flatten() {
+                    for shard in &lb.shards {
+                        for rep in shard.members.load().slots.iter().flatten() {
                             rep.pool.sweep();
                         }
                     }
                 }
-                if n.is_multiple_of(50) {
-                    app.prom.run_upkeep();
-                }
-                if n.is_multiple_of(SAMPLE_TICKS) {
-                    status::record_sample(&app);
-                }
             }
         });
     }
-}
 
-/// The client router, for `/healthz` (every other path goes to the proxy): `GET` and
-/// `HEAD` answer `ok`, other methods a JSON 405.
-pub fn client_router(app: Arc<App>) -> Router {
-    Router::new()
-        .route(routes::HEALTHZ, get(|| async { "ok\n" }))
-        .fallback(admin::not_found)
-        .method_not_allowed_fallback(admin::method_not_allowed)
-        .with_state(app)
+    /// Adds a replica to the (only) shard and starts its health checks. Returns its slot.
+    pub fn add_replica(&self, name: &str, address: &str) -> Result<usize, MembershipError> {
+        let shard = &self.shards[0];
+        let fixed = self.router.table_replicas();
+        let index = shard.add_replica(name, address, fixed, |n| self.router.resize(n))?;
+        if let Some((_, rep)) = shard.members.load().find(name) {
+            health::spawn(Arc::clone(rep), self.cfg.config.health.clone());
+        }
+        Ok(index)
+    }
+
+    /// The balancer now, for the operator's surfaces.
+    pub fn stats(&self) -> Stats {
+        let routing = self.router.snapshot();
+        let table = routing.table.as_ref().map(|t| TableStat {
+            version: t.version,
+            content_hash: hash_hex(t.content_hash),
+            replicas: t.replicas,
+            terms: t.current.terms(),
+            votes: t.current.vote_count(),
+            ramp_progress: t.progress(),
+            ramp_queries: t.ramp.as_ref().map_or(0, |r| r.len()),
+            trained_cache_bytes: t.current.trained_cache_bytes(),
+            loaded_at: t.loaded_at,
+        });
+        let mut replicas = Vec::new();
+        for (s, shard) in self.shards.iter().enumerate() {
+            let members = shard.members.load();
+            for (i, rep) in members.slots.iter().enumerate() {
+                let Some(r) = rep else { continue };
+                replicas.push(ReplicaStat {
+                    shard: s,
+                    index: i,
+                    address: r.address.clone(),
+                    healthy: r.is_healthy(),
+                    drained: r.is_drained(),
+                    checks: r.checks(),
+                    health_changed_at_check: r.health_changed_at_check(),
+                    in_flight: shard.slots.counts.count(i),
+                    queued: shard.slots.queued(i),
+                    others_backlog: shard.slots.others(i),
+                    shadow_cached_bytes: shard.shadow.as_ref().map(|sh| sh.cached_bytes(i)),
+                    counters: r.stats.read(&r.name),
+                });
+            }
+        }
+        Stats {
+            at: stats::unix_now(),
+            policy: self.router.kind.name(),
+            load: self.cfg.load.name(),
+            work_source: self.cfg.config.work_source.name(),
+            cache_admission: self.router.cache_admission.map(|r| r.share()),
+            shards: self.shards.len(),
+            slots: self.shards[0].members.load().slots.len(),
+            replicas,
+            table,
+        }
+    }
 }

@@ -7,7 +7,7 @@
 use std::sync::OnceLock;
 
 use balancer::policy::Reason;
-use metrics::{describe_counter, describe_gauge, describe_histogram, Counter, Histogram};
+use metrics::{describe_counter, describe_gauge, describe_histogram, Counter};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 /// Requests answered by a replica, by replica and reason.
@@ -30,10 +30,11 @@ pub const QUEUED: &str = "ballot_queued";
 pub const REPLICA_QUEUED: &str = "ballot_replica_queued";
 /// Whether a replica is live (healthy, enabled), by replica.
 pub const REPLICA_UP: &str = "ballot_replica_up";
-/// Routing-decision latency (tokenize, hash, route), seconds: one decision in
-/// [`ROUTE_SAMPLE`](crate::proxy::ROUTE_SAMPLE) is timed.
+/// Routing-decision latency (the policy over the load view), seconds: one decision in
+/// [`ROUTE_SAMPLE`](crate::pipeline::ROUTE_SAMPLE) is timed.
 pub const ROUTE_SECONDS: &str = "ballot_route_seconds";
-/// Upstream latency until the response headers, seconds, by replica.
+/// Upstream latency until the response headers, seconds, by replica (rendered from
+/// [`crate::stats`]).
 pub const UPSTREAM_SECONDS: &str = "ballot_upstream_seconds";
 /// Version of the voting table in use (1 at start, +1 per accepted reload).
 pub const TABLE_VERSION: &str = "ballot_table_version";
@@ -50,7 +51,7 @@ pub const RAMP_PROGRESS: &str = "ballot_table_ramp_progress";
 /// Client requests the balancer could not route as asked, by kind: refused (400, 404,
 /// 405, 408, 413; 503 when full or no replica is left) or, under a fallback policy, routed
 /// without a query (no route, or an unreadable one; kinds in
-/// [`Unreadable::kind`](crate::routes::Unreadable::kind)).
+/// [`Unreadable::kind`](balancer_routes::Unreadable::kind)).
 pub const CLIENT_ERRORS: &str = "ballot_client_errors_total";
 /// Answers by where their `work` came from: `source` = `header`, `orca`, `shadow`, or
 /// `none` (the fixed per-query cost alone).
@@ -66,7 +67,7 @@ pub const SHADOW_CACHED_BYTES: &str = "ballot_shadow_cached_bytes";
 /// Queries routed while a table ramps in, by the table that scored them (`table` = `old` or
 /// `new`): the `ramp` branch of the routing rule.
 pub const RAMP_QUERIES: &str = "ballot_ramp_queries_total";
-/// Shadow-cache estimates of the flash bytes of one query in [`crate::proxy::ROUTE_SAMPLE`],
+/// Shadow-cache estimates of the flash bytes of one query in [`crate::hooks::shadow::SAMPLE`],
 /// by `route`: `chosen` (at the replica that took it) and `round-robin` (the mean over the
 /// live replicas, what round-robin would read on average); their difference is what the
 /// routing saved.
@@ -76,18 +77,11 @@ pub const SHADOW_MEMORY_BYTES: &str = "ballot_shadow_memory_bytes";
 /// With `[shards]`: client queries fanned out, by answer (`full`, `partial`, `failed`).
 pub const FANOUT: &str = "ballot_fanout_total";
 /// With `[policy] cache_admission`: queries forwarded with a no-cache hint
-/// ([`crate::cache_hint`]), and the terms those hints named.
+/// ([`crate::hooks::hint`]), and the terms those hints named.
 pub const CACHE_HINTS: &str = "ballot_cache_hints_total";
 
 /// Buckets of [`ROUTE_SECONDS`]: 250 ns to 1 ms.
 const ROUTE_BUCKETS: [f64; 9] = [250e-9, 500e-9, 1e-6, 2e-6, 5e-6, 10e-6, 50e-6, 200e-6, 1e-3];
-/// Buckets of [`UPSTREAM_SECONDS`]: 100 us to 10 s, 1-2.5-5 steps (the status page's p99
-/// is a bucket bound, so no step is wider than 2.5x).
-const UPSTREAM_BUCKETS: [f64; 16] = [
-    100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 100e-3, 250e-3, 500e-3, 1.0,
-    2.5, 5.0, 10.0,
-];
-
 static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
 
 /// Installs the global recorder once and returns its handle (later calls return the same
@@ -95,16 +89,10 @@ static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
 pub fn install() -> PrometheusHandle {
     HANDLE
         .get_or_init(|| {
-            // Real histograms (not summaries) for the two latencies; the buckets are
+            // A real histogram (not a summary) for the routing latency; the buckets are
             // constants, so this cannot fail, but a failure would only cost the buckets.
             let with_buckets = PrometheusBuilder::new()
-                .set_buckets_for_metric(Matcher::Full(ROUTE_SECONDS.into()), &ROUTE_BUCKETS)
-                .and_then(|b| {
-                    b.set_buckets_for_metric(
-                        Matcher::Full(UPSTREAM_SECONDS.into()),
-                        &UPSTREAM_BUCKETS,
-                    )
-                });
+                .set_buckets_for_metric(Matcher::Full(ROUTE_SECONDS.into()), &ROUTE_BUCKETS);
             let recorder = with_buckets
                 .unwrap_or_else(|_| PrometheusBuilder::new())
                 .build_recorder();
@@ -144,7 +132,6 @@ fn describe() {
         ROUTE_SECONDS,
         "Routing decision latency in seconds (one decision in 16 is timed)"
     );
-    describe_histogram!(UPSTREAM_SECONDS, "Upstream latency to response headers");
     describe_gauge!(TABLE_VERSION, "Version of the voting table in use");
     describe_gauge!(
         TABLE_CONTENT,
@@ -190,21 +177,14 @@ fn describe() {
     );
 }
 
-/// The handles of one replica, registered when it joins.
+/// The handles of one replica's counters that only `/metrics` shows, registered when it
+/// joins (the others are [`crate::stats::ReplicaStats`]).
 #[derive(Clone)]
 pub struct ReplicaMetrics {
-    /// `REQUESTS`, indexed by [`RequestReason`].
-    pub requests: [Counter; RequestReason::ALL.len()],
     /// `EJECTIONS`.
     pub ejections: Counter,
     /// `SHED`.
     pub shed: Counter,
-    /// `UPSTREAM_SECONDS`.
-    pub upstream: Histogram,
-    /// `REPORTED_MISS_BYTES`.
-    pub reported_miss_bytes: Counter,
-    /// `SHADOW_MISS_BYTES`.
-    pub shadow_miss_bytes: Counter,
 }
 
 /// Why a request went to its replica, as `ballot_requests_total{reason}` counts it: the
@@ -254,16 +234,9 @@ impl RequestReason {
 impl ReplicaMetrics {
     /// Registers the handles of replica `name`.
     pub fn new(name: &str) -> Self {
-        let requests = RequestReason::ALL.map(|reason| {
-            metrics::counter!(REQUESTS, "replica" => name.to_owned(), "reason" => reason.name())
-        });
         ReplicaMetrics {
-            requests,
             ejections: metrics::counter!(EJECTIONS, "replica" => name.to_owned()),
             shed: metrics::counter!(SHED, "replica" => name.to_owned()),
-            upstream: metrics::histogram!(UPSTREAM_SECONDS, "replica" => name.to_owned()),
-            reported_miss_bytes: metrics::counter!(REPORTED_MISS_BYTES, "replica" => name.to_owned()),
-            shadow_miss_bytes: metrics::counter!(SHADOW_MISS_BYTES, "replica" => name.to_owned()),
         }
     }
 }

@@ -11,8 +11,9 @@ use std::time::Instant;
 use data::table::VotingTable;
 
 use crate::metrics as m;
-use crate::state::State;
+use crate::Balancer;
 use balancer::policy::table::TableVotes;
+use balancer::policy::TermBytes;
 
 /// Where a table comes from.
 #[derive(Debug)]
@@ -53,7 +54,11 @@ pub enum ReloadError {
 pub type Compiled = (TableVotes, hyper::body::Bytes, f64);
 
 /// Reads, validates and compiles a table for `replicas` replicas (blocking).
-pub fn compile(source: Source, replicas: usize, state: &State) -> Result<Compiled, ReloadError> {
+pub fn compile(
+    source: Source,
+    replicas: usize,
+    term_bytes: Arc<TermBytes>,
+) -> Result<Compiled, ReloadError> {
     let start = Instant::now();
     let expected = u16::try_from(replicas).ok();
     let table = match source {
@@ -61,7 +66,7 @@ pub fn compile(source: Source, replicas: usize, state: &State) -> Result<Compile
         Source::Bytes(b) => VotingTable::from_parquet_bytes(b, Path::new("<upload>"), expected),
     }
     .map_err(|e| ReloadError::Invalid(e.to_string()))?;
-    let votes = TableVotes::build(&table, replicas, Arc::clone(&state.term_bytes))
+    let votes = TableVotes::build(&table, replicas, term_bytes)
         .map_err(|e| ReloadError::Invalid(e.to_string()))?;
     // Re-encoded from the validated rows: what `GET /admin/table/parquet` serves is what
     // routes.
@@ -89,17 +94,12 @@ pub struct Checked {
 /// Reads, validates and compiles a table as [`reload`] does, and drops it: whether this
 /// balancer would take it, for a promotion to several balancers that switches all of them
 /// or none (`ballot retrain`).
-pub async fn check(state: Arc<State>, source: Source) -> Result<Checked, ReloadError> {
-    let Some(replicas) = state.table_replicas() else {
-        return Err(ReloadError::NoTable(state.kind.to_string()));
-    };
-    let st = Arc::clone(&state);
-    let (votes, _, _) = tokio::task::spawn_blocking(move || compile(source, replicas, &st))
-        .await
-        .map_err(|e| ReloadError::Invalid(format!("table loader failed: {e}")))??;
+pub async fn check(lb: &Balancer, source: Source) -> Result<Checked, ReloadError> {
+    let (votes, _, _) = compile_off_path(lb, source).await?;
+    let replicas = votes.replicas();
     Ok(Checked {
         checked: true,
-        content_hash: crate::state::hash_hex(votes.content_hash()),
+        content_hash: crate::router::hash_hex(votes.content_hash()),
         terms: votes.terms(),
         votes: votes.vote_count(),
         replicas,
@@ -110,12 +110,12 @@ pub async fn check(state: Arc<State>, source: Source) -> Result<Checked, ReloadE
 pub fn record_load(version: u64, load_seconds: f64) {
     metrics::gauge!(m::TABLE_VERSION).set(version as f64);
     metrics::gauge!(m::TABLE_LOAD_SECONDS).set(load_seconds);
-    metrics::gauge!(m::TABLE_LOADED_AT).set(crate::status::unix_now());
+    metrics::gauge!(m::TABLE_LOADED_AT).set(crate::stats::unix_now());
 }
 
 /// Loads a table and swaps it in, or rejects it and keeps the old one.
-pub async fn reload(state: Arc<State>, source: Source) -> Result<Loaded, ReloadError> {
-    let result = reload_inner(state, source).await;
+pub async fn reload(lb: &Balancer, source: Source) -> Result<Loaded, ReloadError> {
+    let result = reload_inner(lb, source).await;
     match &result {
         Ok(l) => tracing::info!(
             "table version {} loaded ({} terms, {} votes, {:.3}s), ramping over {} queries",
@@ -133,17 +133,22 @@ pub async fn reload(state: Arc<State>, source: Source) -> Result<Loaded, ReloadE
     result
 }
 
-async fn reload_inner(state: Arc<State>, source: Source) -> Result<Loaded, ReloadError> {
-    let Some(replicas) = state.table_replicas() else {
-        return Err(ReloadError::NoTable(state.kind.to_string()));
+/// Reads and compiles a table for the served table's replica count on a blocking thread.
+async fn compile_off_path(lb: &Balancer, source: Source) -> Result<Compiled, ReloadError> {
+    let Some(replicas) = lb.router.table_replicas() else {
+        return Err(ReloadError::NoTable(lb.router.kind.to_string()));
     };
-    let st = Arc::clone(&state);
-    let (votes, parquet, load_seconds) =
-        tokio::task::spawn_blocking(move || compile(source, replicas, &st))
-            .await
-            .map_err(|e| ReloadError::Invalid(format!("table loader failed: {e}")))??;
+    let term_bytes = Arc::clone(&lb.router.term_bytes);
+    tokio::task::spawn_blocking(move || compile(source, replicas, term_bytes))
+        .await
+        .map_err(|e| ReloadError::Invalid(format!("table loader failed: {e}")))?
+}
+
+async fn reload_inner(lb: &Balancer, source: Source) -> Result<Loaded, ReloadError> {
+    let (votes, parquet, load_seconds) = compile_off_path(lb, source).await?;
     let (terms, nvotes) = (votes.terms(), votes.vote_count());
-    let version = state
+    let version = lb
+        .router
         .install_table(votes, parquet)
         .map_err(|e| ReloadError::NoTable(e.to_string()))?;
     record_load(version, load_seconds);
@@ -152,6 +157,6 @@ async fn reload_inner(state: Arc<State>, source: Source) -> Result<Loaded, Reloa
         terms,
         votes: nvotes,
         load_seconds,
-        ramp_queries: state.cfg.config.ramp_queries,
+        ramp_queries: lb.cfg.config.ramp_queries,
     })
 }

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use axum::http::HeaderValue;
 
 use crate::metrics::ReplicaMetrics;
+use crate::stats::ReplicaStats;
 use crate::upstream::Pool;
 
 /// Queries routed so far (first attempts): the clock of slow starts.
@@ -79,8 +80,10 @@ pub struct Replica {
     pub pool: Arc<Pool>,
     /// `x-ballot-replica` value.
     pub header: HeaderValue,
-    /// Metric handles.
+    /// Metric handles of the counters only `/metrics` shows.
     pub metrics: ReplicaMetrics,
+    /// The counters the operator's surfaces read.
+    pub stats: ReplicaStats,
     clock: Arc<QueryClock>,
     healthy: AtomicBool,
     drained: AtomicBool,
@@ -119,6 +122,7 @@ impl Replica {
             pool: Arc::new(pool),
             header,
             metrics: ReplicaMetrics::new(name),
+            stats: ReplicaStats::default(),
             clock,
             healthy: AtomicBool::new(true),
             drained: AtomicBool::new(false),

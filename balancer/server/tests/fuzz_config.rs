@@ -96,16 +96,19 @@ fn check(text: &str) -> Result<(), TestCaseError> {
             prop_assert!((1..=data::query::MAX_QUERY_BYTES).contains(&c.max_query_bytes));
             prop_assert!(c.load_window >= 1 && c.retries <= 16);
             prop_assert!((MIN_VNODES..=MAX_VNODES).contains(&c.policy.vnodes));
-            prop_assert!(c.ramp_secs.is_none() && c.ramp_queries <= 1 << 40);
+            prop_assert!(c.ramp_queries <= 1 << 40);
             prop_assert!((0.0..=1.0).contains(&c.policy.homes));
             prop_assert!(!v.request_timeout().is_zero() && !v.deadline().is_zero());
-            prop_assert_eq!(v.policy.needs_table(), c.policy.table.is_some());
+            prop_assert_eq!(v.policy().needs_table(), c.policy.table.is_some());
             for p in [&c.policy.table, &c.policy.sizes].into_iter().flatten() {
                 prop_assert!(p.is_absolute(), "{} not resolved", p.display());
             }
             prop_assert!(v.admin_token.as_deref() != Some(""));
             prop_assert!((1024..=64 << 20).contains(&c.max_body_bytes));
-            prop_assert_eq!(c.fallback.parse::<Fallback>().ok(), Some(v.fallback));
+            prop_assert_eq!(
+                c.fallback.to_string().parse::<Fallback>().ok(),
+                Some(c.fallback)
+            );
             let routes = v.routes.iter().count();
             prop_assert!((1..=MAX_ROUTES).contains(&routes));
             prop_assert!(c.routes.is_empty() || routes == c.routes.len());
@@ -364,7 +367,7 @@ fn the_full_config_is_valid() {
     assert_eq!(v.config.replicas.len(), 2);
     assert_eq!(v.routes.iter().count(), 3);
     assert_eq!(
-        v.fallback,
+        v.config.fallback,
         Fallback::Policy(balancer::policy::PolicyKind::RoundRobin)
     );
 }

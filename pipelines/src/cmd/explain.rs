@@ -1,7 +1,7 @@
 //! `ballot explain --table T.parquet [--sizes S.parquet] "some query" ...`: how the `table`
 //! policy routes each query, offline: each term's votes, the query's homes, the load view's
 //! numbers, and the replica chosen with the rule that chose it. The same computation and the
-//! same document as a running balancer's `GET /admin/explain` (`balancer_server::explain`),
+//! same document as a running balancer's `GET /admin/explain` (`balancer::explain_doc`),
 //! over a view given on the command line (idle unless `--loads` and `--backlog` say
 //! otherwise) instead of the live one. Replicas are named `r0`, `r1`, ... in table order,
 //! as the demo and the examples name them.
@@ -12,10 +12,10 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 use balancer::explain::explain;
+use balancer::explain_doc::{terms_of, to_json, to_text, Context as Seen};
 use balancer::load::{Guarded, StaticLoad};
 use balancer::policy::table::TableVotes;
 use balancer::policy::{TermBytes, DEFAULT_EPS, DEFAULT_HOMES};
-use balancer_server::explain::{terms_of, to_json, to_text, Context as Seen};
 use clap::Args;
 use data::rng::Rng;
 use data::table::VotingTable;

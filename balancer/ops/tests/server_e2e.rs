@@ -598,7 +598,7 @@ fn table_votes_fall_to_the_next_ranked_replica_when_drained_or_removed() {
         &refs,
         &format!("name = \"table\"\ntable = \"{}\"", t.display()),
         // Votes, not the bound or the slow start of a re-enabled replica, are under test.
-        "load = \"in-flight\"\nslow_start_queries = 0",
+        "load = \"in-flight\"\nramp_queries = 0",
     );
     let b = spawn_balancer(dir, &cfg);
     let route = || {

@@ -2,28 +2,26 @@
 //! right now?") answered on one self-refreshing HTML page with small charts of the last ten
 //! minutes, as HAProxy's stats page answers it for HAProxy.
 //!
-//! * [`prom_text`]: the balancer's own `/metrics` text read back, so the page shows the
-//!   counters a scraper sees. [`history`]: a sample of them every five seconds, ten minutes
-//!   kept. [`page`]: the HTML and SVG. [`login`]: the form that sets the admin cookie, so a
-//!   browser can pass the token.
+//! * [`history`]: a sample of the balancer's typed counters
+//!   ([`balancer_server::stats::Stats`]) every five seconds, ten minutes kept. [`page`]:
+//!   the HTML and SVG. [`login`]: the form that sets the admin cookie, so a browser can pass
+//!   the token.
 //! * The "now" figures span the last 15 s: a fresh sample at page time against the newest
 //!   stored one at least that old (or the balancer's start, all zeros, while it is younger
-//!   than that). Requests in
-//!   flight and queued, health and the table are read from the routing state directly.
-//! * Cost: one `/metrics` render every five seconds, one more per page view; nothing on the
-//!   request path.
+//!   than that). Requests in flight and queued, health and the table are the snapshot's.
+//! * Cost: one snapshot every five seconds, one more per page view; nothing on the request
+//!   path.
 
 pub mod history;
 pub mod login;
 pub mod page;
-pub mod prom_text;
 
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::extract::State as AxState;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
+use balancer_server::stats::{ReplicaStat, Stats};
 
 use self::history::{Interval, Sample, SAMPLE_EVERY};
 use self::page::{Chart, Page, ReplicaRow, TableBox, Unit};
@@ -32,23 +30,10 @@ use crate::App;
 /// Seconds the page's "now" figures span (the charts show the longer run).
 const WINDOW: f64 = 15.0;
 
-/// Unix time now, seconds.
-pub fn unix_now() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64())
-}
-
-/// A sample of the balancer's counters now.
-pub fn take_sample(app: &App) -> Sample {
-    Sample::from_text(unix_now(), &app.prom.render())
-}
-
-/// Records a sample into the page's history on a blocking thread (the background ticker
-/// calls it every [`SAMPLE_EVERY`]).
+/// Records a sample of the balancer's counters into the page's history (the background
+/// ticker calls it every [`SAMPLE_EVERY`]).
 pub fn record_sample(app: &Arc<App>) {
-    let app = Arc::clone(app);
-    tokio::task::spawn_blocking(move || app.status.record(take_sample(&app)));
+    app.status.record(Sample::of(&app.lb.stats()));
 }
 
 /// `GET /admin/status`. Built on a blocking thread: reading the counters back and writing
@@ -57,7 +42,7 @@ pub async fn status_page(AxState(app): AxState<Arc<App>>) -> Response {
     let html = match tokio::task::spawn_blocking(move || page::render(&build_page(&app))).await {
         Ok(html) => html,
         Err(e) => {
-            return crate::proxy::json_error(
+            return balancer_server::pipeline::json_error(
                 axum::http::StatusCode::INTERNAL_SERVER_ERROR,
                 format!("the status page failed: {e}"),
             )
@@ -73,10 +58,10 @@ pub async fn status_page(AxState(app): AxState<Arc<App>>) -> Response {
         .into_response()
 }
 
-/// The page's data from the routing state, a fresh sample and the history.
+/// The page's data from a fresh snapshot and the history.
 pub fn build_page(app: &App) -> Page {
-    let now = take_sample(app);
-    let state = &app.state;
+    let stats = app.lb.stats();
+    let now = Sample::of(&stats);
     app.status.with(|samples| {
         let from = samples
             .iter()
@@ -88,60 +73,24 @@ pub fn build_page(app: &App) -> Page {
             from: &from,
             to: &now,
         };
-        let shares = window.flash_shares();
-        // Every shard's replicas (one proxy without `[shards]`), shard by shard.
-        let sharded = app.fanout.is_some();
-        let replicas = app
-            .proxies()
-            .enumerate()
-            .flat_map(|(shard, proxy)| {
-                let state = &proxy.state;
-                let members = state.members.load_full();
-                let shares = &shares;
-                let window = &window;
-                let now = &now;
-                (0..members.slots.len()).filter_map(move |i| {
-                    let r = members.slots[i].as_ref()?;
-                    let counters = now.of(&r.name);
-                    let (flash_rate, _) = window.flash_rate(&r.name);
-                    Some(ReplicaRow {
-                        name: r.name.clone(),
-                        shard: sharded.then_some(shard),
-                        address: r.address.clone(),
-                        state: if r.is_drained() {
-                            "drained"
-                        } else if r.is_healthy() {
-                            "up"
-                        } else {
-                            "ejected"
-                        },
-                        in_flight: state.slots.counts.count(i),
-                        queued: state.slots.queued(i),
-                        rate: window.rate(&r.name),
-                        flash_share: shares.as_ref().and_then(|(s, _)| {
-                            s.iter().find(|(n, _)| *n == r.name).map(|(_, v)| *v)
-                        }),
-                        flash_rate,
-                        reported_miss_total: counters.map(|c| c.reported_miss).filter(|&b| b > 0.0),
-                        p99: window.p99(Some(&r.name)),
-                        requests_total: counters.map_or(0.0, |c| c.requests),
-                    })
-                })
-            })
-            .collect::<Vec<_>>();
-        let table = state.routing().table.as_ref().map(|t| TableBox {
+        let replicas: Vec<ReplicaRow> = stats
+            .replicas
+            .iter()
+            .map(|r| row(&stats, r, &window))
+            .collect();
+        let table = stats.table.as_ref().map(|t| TableBox {
             version: t.version,
-            hash: crate::state::hash_hex(t.content_hash),
-            age: now.table_loaded_at.map(|at| (now.at - at).max(0.0)),
-            ramp_progress: t.progress(),
+            hash: t.content_hash.clone(),
+            age: Some((now.at - t.loaded_at).max(0.0)),
+            ramp_progress: t.ramp_progress,
         });
         let live = replicas.iter().filter(|r| r.state == "up").count().max(1);
         Page {
-            policy: state.kind.name().to_owned(),
-            load: state.cfg.load.name().to_owned(),
+            policy: stats.policy.to_owned(),
+            load: stats.load.to_owned(),
             window: window.seconds(),
             refresh: SAMPLE_EVERY.as_secs(),
-            flash_source: shares.as_ref().map(|(_, s)| s.name()),
+            flash_source: window.flash_shares().map(|(_, s)| s.name()),
             table,
             overflow: window.overflow_share(),
             reasons: window.reason_rates(),
@@ -150,6 +99,27 @@ pub fn build_page(app: &App) -> Page {
             replicas,
         }
     })
+}
+
+/// One replica's row over the page's window.
+fn row(stats: &Stats, r: &ReplicaStat, window: &Interval<'_>) -> ReplicaRow {
+    let c = &r.counters;
+    let shares = window.flash_shares();
+    ReplicaRow {
+        name: c.name.clone(),
+        shard: (stats.shards > 1).then_some(r.shard),
+        address: r.address.clone(),
+        state: r.state(),
+        in_flight: r.in_flight,
+        queued: r.queued,
+        rate: window.rate(&c.name),
+        flash_share: shares
+            .and_then(|(s, _)| s.into_iter().find(|(n, _)| *n == c.name).map(|(_, v)| v)),
+        flash_rate: window.flash_rate(&c.name).0,
+        reported_miss_total: (c.reported_miss > 0).then_some(c.reported_miss as f64),
+        p99: window.p99(Some(&c.name)),
+        requests_total: c.requests() as f64,
+    }
 }
 
 /// Each replica's flash share in every interval (shares computed once per interval).

@@ -1,4 +1,4 @@
-//! `balancer`: ballot's HTTP load balancer (see [`balancer_server::cli`]).
+//! `balancer`: ballot's HTTP load balancer (see [`balancer_ops::cli`]).
 
 #[global_allocator]
 static ALLOC: serving::alloc::Jemalloc = serving::alloc::Jemalloc;
@@ -9,5 +9,5 @@ static MALLOC_CONF: serving::alloc::MallocConf =
     serving::alloc::MallocConf::new(serving::alloc::BALANCER_CONF);
 
 fn main() -> anyhow::Result<()> {
-    balancer_server::cli::main_from(std::env::args_os())
+    balancer_ops::cli::main_from(std::env::args_os())
 }

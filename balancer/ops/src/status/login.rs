@@ -2,7 +2,8 @@
 //! /admin/login` with the right token sets the cookie [`COOKIE`] and sends the browser on to
 //! the status page, `POST /admin/logout` clears it.
 //!
-//! The cookie holds a session id, 128 random bits from the kernel, not the token: the
+//! The cookie holds a session id, 128 random bits from the kernel (`getrandom`), not the
+//! token (hex-encoded; the header parsed and written by the `cookie` crate): the
 //! balancer keeps the ids it issued ([`Sessions`], at most [`MAX_SESSIONS`], each valid for
 //! [`SESSION_TTL`], forgotten at logout and at restart), so a stolen cookie opens only what
 //! the cookie opens and only until then. It is `HttpOnly` (no script reads it),
@@ -14,7 +15,6 @@
 //! crosses the network as the header does: keep the listener on a private address.
 
 use std::collections::VecDeque;
-use std::io::Read;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -22,7 +22,9 @@ use axum::extract::State as AxState;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Form;
+use cookie::{Cookie, SameSite};
 use serde::Deserialize;
+use subtle::ConstantTimeEq;
 
 use super::page::esc;
 use crate::App;
@@ -48,9 +50,7 @@ impl Sessions {
     /// A new session id (`None` when the kernel gives no random bytes).
     fn open(&self) -> Option<[u8; 16]> {
         let mut id = [0u8; 16];
-        std::fs::File::open("/dev/urandom")
-            .and_then(|mut f| f.read_exact(&mut id))
-            .ok()?;
+        getrandom::fill(&mut id).ok()?;
         let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
         let now = Instant::now();
         live.retain(|(_, until)| *until > now);
@@ -67,9 +67,7 @@ impl Sessions {
         let now = Instant::now();
         let mut found = false;
         for (open, until) in live.iter() {
-            let same = id.len() == open.len()
-                && open.iter().zip(id).fold(0u8, |d, (a, b)| d | (a ^ b)) == 0;
-            found |= same && *until > now;
+            found |= bool::from(open[..].ct_eq(id)) && *until > now;
         }
         found
     }
@@ -88,24 +86,21 @@ pub fn cookie_session(headers: &HeaderMap) -> Option<Vec<u8>> {
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(name, _)| *name == COOKIE)
-        .and_then(|(_, value)| from_hex(value))
+        .flat_map(Cookie::split_parse)
+        .filter_map(Result::ok)
+        .find(|c| c.name() == COOKIE)
+        .and_then(|c| hex::decode(c.value()).ok())
 }
 
-fn to_hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn from_hex(s: &str) -> Option<Vec<u8>> {
-    if !s.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
-        .collect()
+/// The `Set-Cookie` value of session `value` (empty: the cookie cleared) lasting `age`.
+fn session_cookie(value: String, age: Duration) -> String {
+    Cookie::build((COOKIE, value))
+        .http_only(true)
+        .same_site(SameSite::Strict)
+        .path("/admin")
+        .max_age(cookie::time::Duration::seconds(age.as_secs() as i64))
+        .build()
+        .to_string()
 }
 
 fn form_page(status: StatusCode, message: &str) -> Response {
@@ -167,11 +162,7 @@ pub async fn login(AxState(app): AxState<Arc<App>>, Form(form): Form<LoginForm>)
             "No session could be opened (no random bytes from the kernel).",
         );
     };
-    let cookie = format!(
-        "{COOKIE}={}; HttpOnly; SameSite=Strict; Path=/admin; Max-Age={}",
-        to_hex(&id),
-        SESSION_TTL.as_secs()
-    );
+    let cookie = session_cookie(hex::encode(id), SESSION_TTL);
     (
         StatusCode::SEE_OTHER,
         [
@@ -192,7 +183,7 @@ pub async fn logout(AxState(app): AxState<Arc<App>>, headers: HeaderMap) -> Resp
         [
             (
                 header::SET_COOKIE,
-                format!("{COOKIE}=; HttpOnly; SameSite=Strict; Path=/admin; Max-Age=0"),
+                session_cookie(String::new(), Duration::ZERO),
             ),
             (header::LOCATION, "/admin/login".to_owned()),
         ],
@@ -214,7 +205,7 @@ mod tests {
         other[0] ^= 1;
         assert!(!s.is_open(&other) && !s.is_open(&id[..15]));
         let mut h = HeaderMap::new();
-        let v = format!("a=b; {COOKIE}={}; c=d", to_hex(&id));
+        let v = format!("a=b; {COOKIE}={}; c=d", hex::encode(id));
         h.insert(header::COOKIE, HeaderValue::from_str(&v).unwrap());
         assert_eq!(cookie_session(&h).as_deref(), Some(&id[..]));
         s.close(&id);

@@ -20,11 +20,13 @@
 //! `GET` and `HEAD`, the login cookie: [`crate::status::login`]), checked by a middleware
 //! before any body byte is read (a request without the token gets its 401 at once, however
 //! large its `Content-Length`), with a comparison whose time depends on neither the token's
-//! bytes nor its length (both sides padded to [`MAX_TOKEN_BYTES`]). Bodies are read up to a
+//! bytes nor its length (both sides padded to [`MAX_TOKEN_BYTES`], compared by `subtle`).
+//! Bodies are read by the request path's own reader ([`balancer_server::body`]) up to a
 //! limit (`admin_max_upload_bytes` for tables, 64 KiB otherwise; 413 past it). A `{"path":
-//! ...}` reload only reads files inside `tables_dir` ([`tables`](crate::tables)).
+//! ...}` reload only reads files inside `tables_dir` ([`balancer_server::tables`]).
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::extract::{Path as UrlPath, RawQuery, Request, State as AxState};
@@ -33,18 +35,20 @@ use axum::middleware::{from_fn_with_state, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use http_body_util::BodyExt;
+use balancer_server::pipeline::json_error;
+use balancer_server::reload::{check, reload, ReloadError, Source};
+use balancer_server::shard::MembershipError;
+use balancer_server::stats::Stats;
+use balancer_server::tables::{read_in_dir, NOT_A_TABLE};
 use hyper::body::Bytes;
 use serde::Deserialize;
 use serde_json::json;
+use subtle::ConstantTimeEq;
 
-pub use crate::config::MAX_TOKEN_BYTES;
-use crate::metrics as m;
-use crate::proxy::json_error;
-use crate::reload::{reload, ReloadError, Source};
-use crate::state::MembershipError;
+pub use balancer_server::config::MAX_TOKEN_BYTES;
+use balancer_server::metrics as m;
+
 use crate::status::login::{cookie_session, MAX_FORM_BYTES};
-use crate::tables::{read_in_dir, NOT_A_TABLE};
 use crate::App;
 
 /// The status page's path (a browser without the cookie is sent to the login form).
@@ -52,6 +56,8 @@ pub const STATUS_PATH: &str = "/admin/status";
 
 /// Largest body of the small JSON admin requests.
 const MAX_JSON_BODY: u64 = 64 << 10;
+/// Longest an admin request's body may take to arrive (a 4 GiB table at 15 MB/s).
+const BODY_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// The admin token, padded once to [`MAX_TOKEN_BYTES`] for the comparison.
 #[derive(Clone)]
@@ -81,18 +87,14 @@ impl Token {
         })
     }
 
-    /// Whether `given` is the token. Always compares all [`MAX_TOKEN_BYTES`] bytes and the
-    /// lengths, without an early exit: its time tells nothing about the token.
+    /// Whether `given` is the token: all [`MAX_TOKEN_BYTES`] bytes and the lengths are
+    /// compared in constant time, so the time tells nothing about the token.
     pub fn matches(&self, given: &[u8]) -> bool {
         let mut other = [0u8; MAX_TOKEN_BYTES];
         let n = given.len().min(MAX_TOKEN_BYTES);
         other[..n].copy_from_slice(&given[..n]);
-        let mut diff = 0u8;
-        for (a, b) in self.padded.iter().zip(other.iter()) {
-            diff |= a ^ b;
-        }
-        let len_diff = (given.len() ^ self.len) as u64;
-        std::hint::black_box(u64::from(std::hint::black_box(diff)) | len_diff) == 0
+        let same_len = (given.len() as u64).ct_eq(&(self.len as u64));
+        (self.padded.ct_eq(&other) & same_len).into()
     }
 }
 
@@ -126,31 +128,11 @@ async fn require_token(AxState(app): AxState<Arc<App>>, req: Request, next: Next
     next.run(req).await
 }
 
-/// Reads `body` up to `limit` bytes: a declared `Content-Length` over the limit is refused
-/// before anything is read.
-async fn read_body(headers: &HeaderMap, body: Body, limit: u64) -> Result<Bytes, Response> {
-    let too_large = || {
-        json_error(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            format!("the request body is larger than {limit} bytes"),
-        )
-    };
-    let declared = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > limit) {
-        return Err(too_large());
-    }
-    let limited = http_body_util::Limited::new(body, usize::try_from(limit).unwrap_or(usize::MAX));
-    match limited.collect().await {
-        Ok(c) => Ok(c.to_bytes()),
-        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(too_large()),
-        Err(e) => Err(json_error(
-            StatusCode::BAD_REQUEST,
-            format!("cannot read the request body: {e}"),
-        )),
-    }
+/// Reads an admin request's body, at most `limit` bytes.
+async fn read_body(body: Body, limit: u64) -> Result<Bytes, Response> {
+    balancer_server::body::read(body, limit, Instant::now() + BODY_TIMEOUT)
+        .await
+        .map_err(|e| json_error(e.status(), e.to_string()))
 }
 
 /// The admin router.
@@ -197,59 +179,68 @@ pub async fn method_not_allowed() -> Response {
     )
 }
 
-async fn metrics(AxState(app): AxState<Arc<App>>) -> Response {
-    let queued: u64 = app.proxies().map(|p| p.state.slots.queued_total()).sum();
-    metrics::gauge!(m::QUEUED).set(queued as f64);
-    for proxy in app.proxies() {
-        let state = &proxy.state;
-        for (i, rep) in state.members.load().slots.iter().enumerate() {
-            let Some(rep) = rep else { continue };
-            let in_flight = state.slots.counts.count(i) as f64;
-            metrics::gauge!(m::IN_FLIGHT, "replica" => rep.name.clone()).set(in_flight);
-            let queued = state.slots.queued(i) as f64;
-            metrics::gauge!(m::REPLICA_QUEUED, "replica" => rep.name.clone()).set(queued);
-            if let Some(shadow) = &proxy.shadow {
-                let cached = shadow.cached_bytes(i) as f64;
-                metrics::gauge!(m::SHADOW_CACHED_BYTES, "replica" => rep.name.clone()).set(cached);
-            }
-            let up = rep.is_healthy() && !rep.is_drained();
-            metrics::gauge!(m::REPLICA_UP, "replica" => rep.name.clone()).set(if up {
-                1.0
-            } else {
-                0.0
-            });
+/// Publishes the snapshot's per-replica figures to the recorder: gauges of the state now,
+/// and the counters of [`balancer_server::stats`] as they stand.
+fn publish(stats: &Stats) {
+    metrics::gauge!(m::QUEUED).set(stats.queued() as f64);
+    for r in &stats.replicas {
+        let name = || r.counters.name.clone();
+        metrics::gauge!(m::IN_FLIGHT, "replica" => name()).set(r.in_flight as f64);
+        metrics::gauge!(m::REPLICA_QUEUED, "replica" => name()).set(r.queued as f64);
+        let up = if r.is_up() { 1.0 } else { 0.0 };
+        metrics::gauge!(m::REPLICA_UP, "replica" => name()).set(up);
+        if let Some(bytes) = r.shadow_cached_bytes {
+            metrics::gauge!(m::SHADOW_CACHED_BYTES, "replica" => name()).set(bytes as f64);
         }
-        state.tick();
+        for (reason, &n) in m::RequestReason::ALL.iter().zip(&r.counters.by_reason) {
+            metrics::counter!(m::REQUESTS, "replica" => name(), "reason" => reason.name())
+                .absolute(n);
+        }
+        let c = &r.counters;
+        metrics::counter!(m::REPORTED_MISS_BYTES, "replica" => name()).absolute(c.reported_miss);
+        metrics::counter!(m::SHADOW_MISS_BYTES, "replica" => name()).absolute(c.shadow_miss);
     }
-    let shadow_bytes: Option<u64> = app
-        .proxies()
-        .filter_map(|p| p.shadow.as_ref().map(|s| s.memory_bytes()))
-        .reduce(|a, b| a + b);
-    if let Some(bytes) = shadow_bytes {
-        metrics::gauge!(m::SHADOW_MEMORY_BYTES).set(bytes as f64);
-    }
-    (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        app.prom.render(),
-    )
-        .into_response()
 }
 
-fn table_json(app: &App) -> serde_json::Value {
-    match &app.state.routing().table {
+async fn metrics(AxState(app): AxState<Arc<App>>) -> Response {
+    let stats = app.lb.stats();
+    publish(&stats);
+    let memory = app
+        .lb
+        .shards
+        .iter()
+        .filter_map(|s| s.shadow.as_ref())
+        .map(|s| s.memory_bytes());
+    if let Some(bytes) = memory.reduce(|a, b| a + b) {
+        metrics::gauge!(m::SHADOW_MEMORY_BYTES).set(bytes as f64);
+    }
+    app.lb.router.tick();
+    let mut text = app.prom.render();
+    text.push_str(&format!(
+        "# HELP {0} Upstream latency to response headers\n# TYPE {0} histogram\n",
+        m::UPSTREAM_SECONDS
+    ));
+    for r in &stats.replicas {
+        r.counters.write_latency(&mut text);
+    }
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
+}
+
+fn table_json(stats: &Stats) -> serde_json::Value {
+    match &stats.table {
         Some(t) => json!({
-            "policy": app.state.kind.name(),
+            "policy": stats.policy,
             "version": t.version,
-            "content_hash": crate::state::hash_hex(t.content_hash),
+            "content_hash": t.content_hash,
             "replicas": t.replicas,
             "terms": t.terms,
             "votes": t.votes,
-            "ramp_progress": t.progress(),
-            "ramp_queries": t.ramp.as_ref().map_or(0, |r| r.len()),
-            "trained_cache_bytes": t.current.trained_cache_bytes(),
-            "cache_admission": app.state.cfg.cache_admission.map(|r| r.share()),
+            "ramp_progress": t.ramp_progress,
+            "ramp_queries": t.ramp_queries,
+            "trained_cache_bytes": t.trained_cache_bytes,
+            "cache_admission": stats.cache_admission,
         }),
-        None => json!({ "policy": app.state.kind.name(), "table": null }),
+        None => json!({ "policy": stats.policy, "table": null }),
     }
 }
 
@@ -266,13 +257,13 @@ fn membership_status(e: &MembershipError) -> StatusCode {
 }
 
 async fn table_status(AxState(app): AxState<Arc<App>>) -> Response {
-    Json(table_json(&app)).into_response()
+    Json(table_json(&app.lb.stats())).into_response()
 }
 
 /// The newest table as the Parquet file it was validated from (re-encoded), so that a
 /// retraining job can evaluate against exactly what serves.
 async fn table_parquet(AxState(app): AxState<Arc<App>>) -> Response {
-    match &app.state.routing().table {
+    match &app.lb.router.snapshot().table {
         Some(t) => (
             [
                 (
@@ -289,7 +280,10 @@ async fn table_parquet(AxState(app): AxState<Arc<App>>) -> Response {
             .into_response(),
         None => json_error(
             StatusCode::NOT_FOUND,
-            format!("policy `{}` serves no voting table", app.state.kind.name()),
+            format!(
+                "policy `{}` serves no voting table",
+                app.lb.router.kind.name()
+            ),
         ),
     }
 }
@@ -312,7 +306,7 @@ fn not_a_table(requested: &std::path::Path, why: &str) -> Response {
 
 /// Reads the table file of a `{"path": ...}` reload from `tables_dir`.
 async fn read_table_file(app: &App, requested: std::path::PathBuf) -> Result<Vec<u8>, Response> {
-    let cfg = &app.state.cfg.config;
+    let cfg = &app.lb.cfg.config;
     let Some(dir) = cfg.tables_dir.clone() else {
         metrics::counter!(m::RELOAD_FAILURES).increment(1);
         return Err(json_error(
@@ -344,117 +338,75 @@ fn check_only(query: Option<&str>) -> Result<bool, String> {
     }
 }
 
+/// A table reload's source from its body: `{"path": ...}` (read from `tables_dir`) or the
+/// Parquet bytes; with whether it came by path (then every refusal reads the same).
+async fn table_source(
+    app: &App,
+    headers: &HeaderMap,
+    body: Bytes,
+) -> Result<(Source, bool), Response> {
+    let is_json = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"))
+        || body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
+    if is_json {
+        let p = serde_json::from_slice::<TablePath>(&body).map_err(|e| {
+            metrics::counter!(m::RELOAD_FAILURES).increment(1);
+            let why = format!("expected {{\"path\": \"...\"}} or a Parquet body: {e}");
+            json_error(StatusCode::BAD_REQUEST, why)
+        })?;
+        let bytes = read_table_file(app, p.path).await?;
+        return Ok((Source::Bytes(bytes), true));
+    }
+    if body.is_empty() {
+        metrics::counter!(m::RELOAD_FAILURES).increment(1);
+        let why = "empty body: send {\"path\": \"...\"} or a Parquet voting table";
+        return Err(json_error(StatusCode::BAD_REQUEST, why));
+    }
+    Ok((Source::Bytes(body.to_vec()), false))
+}
+
 async fn post_table(
     AxState(app): AxState<Arc<App>>,
     RawQuery(query): RawQuery,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let check = match check_only(query.as_deref()) {
+    let check_it = match check_only(query.as_deref()) {
         Ok(c) => c,
         Err(e) => return json_error(StatusCode::BAD_REQUEST, e),
     };
-    if app.state.table_replicas().is_none() {
+    let lb = &app.lb;
+    if lb.router.table_replicas().is_none() {
         metrics::counter!(m::RELOAD_FAILURES).increment(1);
-        let e = ReloadError::NoTable(app.state.kind.to_string());
+        let e = ReloadError::NoTable(lb.router.kind.to_string());
         return json_error(StatusCode::CONFLICT, e.to_string());
     }
-    if app
-        .state
-        .cfg
-        .config
-        .shards
-        .iter()
-        .any(|s| !s.tables.is_empty())
-    {
-        metrics::counter!(m::RELOAD_FAILURES).increment(1);
-        return json_error(
-            StatusCode::CONFLICT,
-            "each shard reads its own table ([shards] tables): replace the files and send \
-             SIGHUP",
-        );
-    }
-    let body = match read_body(&headers, body, app.state.cfg.config.admin_max_upload_bytes).await {
+    let body = match read_body(body, lb.cfg.config.admin_max_upload_bytes).await {
         Ok(b) => b,
         Err(r) => {
             metrics::counter!(m::RELOAD_FAILURES).increment(1);
             return r;
         }
     };
-    let is_json = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("application/json"))
-        || body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
-    let (bytes, by_path) = if is_json {
-        match serde_json::from_slice::<TablePath>(&body) {
-            Ok(p) => match read_table_file(&app, p.path.clone()).await {
-                Ok(bytes) => (bytes, Some(p.path)),
-                Err(r) => return r,
-            },
-            Err(e) => {
-                metrics::counter!(m::RELOAD_FAILURES).increment(1);
-                return json_error(
-                    StatusCode::BAD_REQUEST,
-                    format!("expected {{\"path\": \"...\"}} or a Parquet body: {e}"),
-                );
-            }
-        }
-    } else if body.is_empty() {
-        metrics::counter!(m::RELOAD_FAILURES).increment(1);
-        return json_error(
-            StatusCode::BAD_REQUEST,
-            "empty body: send {\"path\": \"...\"} or a Parquet voting table",
-        );
-    } else {
-        (body.to_vec(), None)
+    let (source, by_path) = match table_source(&app, &headers, body).await {
+        Ok(s) => s,
+        Err(r) => return r,
     };
-    drop(body);
-    // Every shard takes the same table (without `[shards]`, the one): each compiles its
-    // own copy of the bytes.
-    let mut sources: Vec<Source> = app
-        .proxies()
-        .map(|_| Source::Bytes(bytes.clone()))
-        .collect();
-    drop(bytes);
-    let source = sources.remove(0);
-    if check {
-        for (proxy, other) in app.proxies().skip(1).zip(sources) {
-            if let Err(e) = crate::reload::check(Arc::clone(&proxy.state), other).await {
-                return json_error(StatusCode::UNPROCESSABLE_ENTITY, e.to_string());
-            }
-        }
-        return match crate::reload::check(Arc::clone(&app.state), source).await {
-            Ok(checked) => Json(checked).into_response(),
-            Err(e @ ReloadError::NoTable(_)) => json_error(StatusCode::CONFLICT, e.to_string()),
-            Err(_) if by_path.is_some() => {
-                json_error(StatusCode::UNPROCESSABLE_ENTITY, NOT_A_TABLE)
-            }
-            Err(e) => json_error(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()),
-        };
-    }
-    let first = reload(Arc::clone(&app.state), source).await;
-    if first.is_ok() {
-        for ((shard, proxy), other) in app.proxies().enumerate().skip(1).zip(sources) {
-            // Shard 0 took the same bytes for the same replica count: a refusal here is
-            // a fault of this balancer, not of the table.
-            if let Err(e) = reload(Arc::clone(&proxy.state), other).await {
-                tracing::error!("shard {shard} refused the table shard 0 took: {e}");
-                return json_error(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    format!("shard 0 took the table, shard {shard} refused it: {e}"),
-                );
-            }
-        }
-    }
-    match first {
-        Ok(loaded) => Json(json!({ "loaded": loaded, "table": table_json(&app) })).into_response(),
+    let result = if check_it {
+        check(lb, source).await.map(|c| json!(c))
+    } else {
+        reload(lb, source)
+            .await
+            .map(|loaded| json!({ "loaded": loaded, "table": table_json(&lb.stats()) }))
+    };
+    match result {
+        Ok(doc) => Json(doc).into_response(),
         Err(e @ ReloadError::NoTable(_)) => json_error(StatusCode::CONFLICT, e.to_string()),
         // The same answer as a missing file: the API tells nothing about what a path holds.
-        Err(e) if by_path.is_some() => {
-            if let Some(p) = &by_path {
-                tracing::warn!(path = %p.display(), "table reload by path rejected: {e}");
-            }
+        Err(e) if by_path => {
+            tracing::warn!("table reload by path rejected: {e}");
             json_error(StatusCode::UNPROCESSABLE_ENTITY, NOT_A_TABLE)
         }
         Err(e) => json_error(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()),
@@ -462,36 +414,34 @@ async fn post_table(
 }
 
 async fn list_replicas(AxState(app): AxState<Arc<App>>) -> Response {
-    let members = app.state.members.load();
-    let mut list = Vec::new();
-    for (shard, proxy) in app.proxies().enumerate() {
-        let state = &proxy.state;
-        let members = state.members.load();
-        let present = members.slots.iter().enumerate();
-        for (i, r) in present.filter_map(|(i, s)| s.as_ref().map(|r| (i, r))) {
-            list.push(json!({
-                "index": i,
-                "shard": shard,
-                "name": r.name,
+    let stats = app.lb.stats();
+    let list: Vec<_> = stats
+        .replicas
+        .iter()
+        .map(|r| {
+            json!({
+                "index": r.index,
+                "shard": r.shard,
+                "name": r.counters.name,
                 "address": r.address,
-                "healthy": r.is_healthy(),
-                "drained": r.is_drained(),
-                "checks": r.checks(),
-                "health_changed_at_check": r.health_changed_at_check(),
-                "in_flight": state.slots.counts.count(i),
-                "queued": state.slots.queued(i),
-                "others_backlog": state.slots.others(i),
-                "shadow_cached_bytes": proxy.shadow.as_ref().map(|s| s.cached_bytes(i)),
-            }));
-        }
-    }
+                "healthy": r.healthy,
+                "drained": r.drained,
+                "checks": r.checks,
+                "health_changed_at_check": r.health_changed_at_check,
+                "in_flight": r.in_flight,
+                "queued": r.queued,
+                "others_backlog": r.others_backlog,
+                "shadow_cached_bytes": r.shadow_cached_bytes,
+            })
+        })
+        .collect();
     Json(json!({
-        "shards": app.fanout.as_ref().map_or(1, |f| f.count()),
-        "slots": members.slots.len(),
+        "shards": stats.shards,
+        "slots": stats.slots,
         "replicas": list,
-        "load": app.state.cfg.load.name(),
-        "work_source": app.state.cfg.config.work_source.name(),
-        "shadow": app.proxy.shadow.as_ref().map(|s| s.summary()),
+        "load": stats.load,
+        "work_source": stats.work_source,
+        "shadow": app.lb.shards[0].shadow.as_ref().map(|s| s.summary()),
     }))
     .into_response()
 }
@@ -503,8 +453,16 @@ struct NewReplica {
     address: String,
 }
 
-async fn add_replica(AxState(app): AxState<Arc<App>>, headers: HeaderMap, body: Body) -> Response {
-    let body = match read_body(&headers, body, MAX_JSON_BODY).await {
+/// The refusal of a membership change on a sharded balancer.
+fn sharded() -> Response {
+    json_error(
+        StatusCode::CONFLICT,
+        "a sharded balancer's replicas and shards are set in its config file",
+    )
+}
+
+async fn add_replica(AxState(app): AxState<Arc<App>>, body: Body) -> Response {
+    let body = match read_body(body, MAX_JSON_BODY).await {
         Ok(b) => b,
         Err(r) => return r,
     };
@@ -517,23 +475,15 @@ async fn add_replica(AxState(app): AxState<Arc<App>>, headers: HeaderMap, body: 
             )
         }
     };
-    if app.fanout.is_some() {
-        return json_error(
-            StatusCode::CONFLICT,
-            "a sharded balancer's replicas and shards are set in its config file",
-        );
+    if app.lb.fanout.is_some() {
+        return sharded();
     }
-    match app.state.add_replica(&new.name, &new.address) {
-        Ok(index) => {
-            if let Some((_, rep)) = app.state.members.load().find(&new.name) {
-                crate::health::spawn(Arc::clone(rep), app.state.cfg.config.health.clone());
-            }
-            (
-                StatusCode::CREATED,
-                Json(json!({ "index": index, "name": new.name, "address": new.address })),
-            )
-                .into_response()
-        }
+    match app.lb.add_replica(&new.name, &new.address) {
+        Ok(index) => (
+            StatusCode::CREATED,
+            Json(json!({ "index": index, "name": new.name, "address": new.address })),
+        )
+            .into_response(),
         Err(e) => json_error(membership_status(&e), e.to_string()),
     }
 }
@@ -542,13 +492,10 @@ async fn remove_replica(
     AxState(app): AxState<Arc<App>>,
     UrlPath(name): UrlPath<String>,
 ) -> Response {
-    if app.fanout.is_some() {
-        return json_error(
-            StatusCode::CONFLICT,
-            "a sharded balancer's replicas and shards are set in its config file",
-        );
+    if app.lb.fanout.is_some() {
+        return sharded();
     }
-    match app.state.remove_replica(&name) {
+    match app.lb.shards[0].remove_replica(&name) {
         Ok(rep) => {
             metrics::gauge!(m::IN_FLIGHT, "replica" => rep.name.clone()).set(0.0);
             metrics::gauge!(m::REPLICA_UP, "replica" => rep.name.clone()).set(0.0);
@@ -559,8 +506,8 @@ async fn remove_replica(
 }
 
 fn set_drained(app: &App, name: &str, drained: bool) -> Response {
-    for proxy in app.proxies() {
-        if let Some((index, rep)) = proxy.state.members.load().find(name) {
+    for shard in &app.lb.shards {
+        if let Some((index, rep)) = shard.members.load().find(name) {
             rep.set_drained(drained);
             return Json(json!({ "name": name, "index": index, "drained": drained }))
                 .into_response();

@@ -1,11 +1,7 @@
-//! JSON Pointers (RFC 6901): where a route finds the query text in a JSON request body,
-//! parsed once when the config is loaded and looked up with no allocation per request.
-//!
-//! A pointer is `""` (the whole document) or a sequence of `/token`; in a token `~1` stands
-//! for `/` and `~0` for `~` (decoded in that order, so `~01` is `~1`), and any other `~` is
-//! an error. On an object a token is a member name; on an array it is an index in decimal
-//! without leading zeros (`-`, the element past the end, never exists). A route's pointer
-//! must name something inside the body, so the whole-document pointer is refused at load.
+//! JSON Pointers (RFC 6901): where an explicit route finds the query text in a JSON body.
+//! The text is checked once when the config loads (it must name a field inside the body,
+//! start with `/` and escape `~` as `~0`, `/` as `~1`); the lookup is `serde_json`'s own
+//! [`Value::pointer`], which unescapes the same way.
 
 use std::fmt;
 
@@ -27,93 +23,50 @@ pub enum PointerError {
     BadEscape(String),
 }
 
-/// A parsed JSON pointer: its reference tokens, unescaped.
+/// A checked JSON pointer, as written (escaped).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Pointer {
-    text: String,
-    tokens: Vec<String>,
-}
+pub struct Pointer(String);
 
 impl Pointer {
-    /// Parses `text` (RFC 6901, section 3), refusing the whole-document pointer.
+    /// Checks `text` (RFC 6901, section 3), refusing the whole-document pointer.
     pub fn parse(text: &str) -> Result<Pointer, PointerError> {
         if text.is_empty() {
             return Err(PointerError::Whole);
         }
-        let rest = text
-            .strip_prefix('/')
-            .ok_or_else(|| PointerError::NoSlash(text.to_owned()))?;
-        let tokens = rest
-            .split('/')
-            .map(|t| unescape(t).ok_or_else(|| PointerError::BadEscape(text.to_owned())))
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(Pointer {
-            text: text.to_owned(),
-            tokens,
-        })
+        if !text.starts_with('/') {
+            return Err(PointerError::NoSlash(text.to_owned()));
+        }
+        let mut escapes = text.split('~').skip(1);
+        if escapes.any(|after| !after.starts_with(['0', '1'])) {
+            return Err(PointerError::BadEscape(text.to_owned()));
+        }
+        Ok(Pointer(text.to_owned()))
     }
 
     /// The pointer to member `name` of the object at `self` (the name escaped).
     pub fn child(&self, name: &str) -> Pointer {
-        let mut text = self.text.clone();
-        text.push('/');
-        text.push_str(&escape(name));
-        let mut tokens = self.tokens.clone();
-        tokens.push(name.to_owned());
-        Pointer { text, tokens }
+        Pointer(format!(
+            "{}/{}",
+            self.0,
+            name.replace('~', "~0").replace('/', "~1")
+        ))
     }
 
     /// The value `self` points at in `doc`, if there is one.
     pub fn get<'v>(&self, doc: &'v Value) -> Option<&'v Value> {
-        self.tokens.iter().try_fold(doc, |v, token| match v {
-            Value::Object(map) => map.get(token.as_str()),
-            Value::Array(items) => items.get(index(token)?),
-            _ => None,
-        })
+        doc.pointer(&self.0)
     }
 
     /// The pointer as written (escaped).
     pub fn as_str(&self) -> &str {
-        &self.text
+        &self.0
     }
 }
 
 impl fmt::Display for Pointer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.text)
+        f.write_str(&self.0)
     }
-}
-
-/// A token with `~1` and `~0` decoded, or `None` for another `~`.
-fn unescape(token: &str) -> Option<String> {
-    let mut out = String::with_capacity(token.len());
-    let mut chars = token.chars();
-    while let Some(c) = chars.next() {
-        if c == '~' {
-            match chars.next() {
-                Some('0') => out.push('~'),
-                Some('1') => out.push('/'),
-                _ => return None,
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    Some(out)
-}
-
-/// `name` as a pointer token: `~` as `~0`, `/` as `~1`.
-pub fn escape(name: &str) -> String {
-    name.replace('~', "~0").replace('/', "~1")
-}
-
-/// An array index token: decimal digits, no leading zero (RFC 6901, section 4).
-fn index(token: &str) -> Option<usize> {
-    let digits = token.bytes().all(|b| b.is_ascii_digit());
-    if token.is_empty() || !digits || (token.len() > 1 && token.starts_with('0')) {
-        return None;
-    }
-    token.parse().ok()
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
-//! The status page's memory: the balancer's counters sampled every [`SAMPLE_EVERY`] from its
-//! own Prometheus text, the last ten minutes of samples kept ([`KEEP`], a bounded ring), and
-//! the rates, shares and tail latency the page shows, each computed from two samples.
+//! The status page's memory: the balancer's typed counters sampled every [`SAMPLE_EVERY`]
+//! ([`Sample::of`] a [`Stats`] snapshot), the last ten minutes of samples kept ([`KEEP`], a
+//! bounded ring), and the rates, shares and tail latency the page shows, each computed from
+//! two samples.
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
@@ -8,28 +9,13 @@ use std::time::Duration;
 
 use balancer::policy::Reason;
 
-use super::prom_text::{self, Series};
-use crate::metrics::{self as m, RequestReason};
+use balancer_server::metrics::RequestReason;
+use balancer_server::stats::{ReplicaCounters, Stats};
 
 /// How often the counters are sampled.
 pub const SAMPLE_EVERY: Duration = Duration::from_secs(5);
 /// Samples kept: ten minutes of intervals, and the sample they start from.
 pub const KEEP: usize = 121;
-
-/// One replica's counters in a sample.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct ReplicaCounters {
-    /// The replica's name (its `replica` label).
-    pub name: String,
-    /// Answers it gave, every reason (`ballot_requests_total`).
-    pub requests: f64,
-    /// Flash bytes it reported (`ballot_reported_miss_bytes_total`).
-    pub reported_miss: f64,
-    /// Flash bytes its shadow cache estimated (`ballot_shadow_miss_bytes_total`).
-    pub shadow_miss: f64,
-    /// Upstream latency histogram: `(upper bound in seconds, cumulative count)`, by bound.
-    pub buckets: Vec<(f64, f64)>,
-}
 
 /// The counters at one moment.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -40,80 +26,34 @@ pub struct Sample {
     pub replicas: Vec<ReplicaCounters>,
     /// Answers by [`RequestReason`], summed over the replicas, in [`RequestReason::ALL`]
     /// order.
-    pub by_reason: [f64; RequestReason::ALL.len()],
-    /// `ballot_table_loaded_timestamp_seconds`, when a table serves.
-    pub table_loaded_at: Option<f64>,
+    pub by_reason: [u64; RequestReason::ALL.len()],
 }
 
 impl Sample {
-    /// The sample of the Prometheus text `text`, taken at unix time `at`.
-    pub fn from_text(at: f64, text: &str) -> Sample {
-        let mut sample = Sample {
-            at,
-            ..Sample::default()
-        };
-        for s in prom_text::parse(text) {
-            sample.add(&s);
-        }
-        for r in &mut sample.replicas {
-            r.buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
-        }
-        sample
-    }
-
-    fn add(&mut self, s: &Series) {
-        if s.name == m::TABLE_LOADED_AT {
-            self.table_loaded_at = Some(s.value);
-            return;
-        }
-        let Some(name) = s.label("replica") else {
-            return;
-        };
-        if s.name == m::REQUESTS {
-            let reason = s.label("reason").unwrap_or("");
-            if let Some(i) = RequestReason::ALL.iter().position(|r| r.name() == reason) {
-                self.by_reason[i] += s.value;
+    /// The sample of the snapshot `stats`.
+    pub fn of(stats: &Stats) -> Sample {
+        let mut replicas: Vec<ReplicaCounters> =
+            stats.replicas.iter().map(|r| r.counters.clone()).collect();
+        replicas.sort_by(|a, b| a.name.cmp(&b.name));
+        let mut by_reason = [0; RequestReason::ALL.len()];
+        for r in &replicas {
+            for (sum, n) in by_reason.iter_mut().zip(r.by_reason) {
+                *sum += n;
             }
-            self.replica(name).requests += s.value;
-        } else if s.name == m::REPORTED_MISS_BYTES {
-            self.replica(name).reported_miss += s.value;
-        } else if s.name == m::SHADOW_MISS_BYTES {
-            self.replica(name).shadow_miss += s.value;
-        } else if s.name.strip_suffix("_bucket") == Some(m::UPSTREAM_SECONDS) {
-            let le = match s.label("le") {
-                Some("+Inf") => f64::INFINITY,
-                Some(v) => v.parse().unwrap_or(f64::NAN),
-                None => f64::NAN,
-            };
-            if !le.is_nan() {
-                self.replica(name).buckets.push((le, s.value));
-            }
+        }
+        Sample {
+            at: stats.at,
+            replicas,
+            by_reason,
         }
     }
 
-    fn replica(&mut self, name: &str) -> &mut ReplicaCounters {
-        let i = match self
-            .replicas
+    /// Replica `name`'s counters (`None` before it joined).
+    pub fn of_replica(&self, name: &str) -> Option<&ReplicaCounters> {
+        self.replicas
             .binary_search_by(|r| r.name.as_str().cmp(name))
-        {
-            Ok(i) => i,
-            Err(i) => {
-                self.replicas.insert(
-                    i,
-                    ReplicaCounters {
-                        name: name.to_owned(),
-                        ..ReplicaCounters::default()
-                    },
-                );
-                i
-            }
-        };
-        &mut self.replicas[i]
-    }
-
-    /// Replica `name`'s counters (`None` before its first answer).
-    pub fn of(&self, name: &str) -> Option<&ReplicaCounters> {
-        self.replicas.iter().find(|r| r.name == name)
+            .ok()
+            .map(|i| &self.replicas[i])
     }
 }
 
@@ -151,15 +91,15 @@ impl Interval<'_> {
         (self.to.at - self.from.at).max(1e-3)
     }
 
-    fn delta(&self, name: &str, field: fn(&ReplicaCounters) -> f64) -> f64 {
-        let to = self.to.of(name).map_or(0.0, field);
-        let from = self.from.of(name).map_or(0.0, field);
-        (to - from).max(0.0)
+    fn delta(&self, name: &str, field: fn(&ReplicaCounters) -> u64) -> f64 {
+        let to = self.to.of_replica(name).map_or(0, field);
+        let from = self.from.of_replica(name).map_or(0, field);
+        to.saturating_sub(from) as f64
     }
 
     /// Replica `name`'s answers per second.
     pub fn rate(&self, name: &str) -> f64 {
-        self.delta(name, |r| r.requests) / self.seconds()
+        self.delta(name, ReplicaCounters::requests) / self.seconds()
     }
 
     /// Each replica's share of the flash bytes read in the interval, by name, and where they
@@ -170,7 +110,7 @@ impl Interval<'_> {
         for (source, field) in [
             (
                 FlashSource::Reported,
-                (|r: &ReplicaCounters| r.reported_miss) as fn(&ReplicaCounters) -> f64,
+                (|r: &ReplicaCounters| r.reported_miss) as fn(&ReplicaCounters) -> u64,
             ),
             (FlashSource::Shadow, |r: &ReplicaCounters| r.shadow_miss),
         ] {
@@ -211,12 +151,12 @@ impl Interval<'_> {
             if name.is_some_and(|n| n != r.name) {
                 continue;
             }
-            let before = self.from.of(&r.name);
+            let before = self.from.of_replica(&r.name);
             for &(le, count) in &r.buckets {
                 let was = before
                     .and_then(|b| b.buckets.iter().find(|x| x.0 == le))
-                    .map_or(0.0, |x| x.1);
-                let d = (count - was).max(0.0);
+                    .map_or(0, |x| x.1);
+                let d = count.saturating_sub(was) as f64;
                 match bounds.iter_mut().find(|x| x.0 == le) {
                     Some(x) => x.1 += d,
                     None => bounds.push((le, d)),
@@ -236,7 +176,7 @@ impl Interval<'_> {
     fn reasons(&self) -> [f64; RequestReason::ALL.len()] {
         let mut d = [0.0; RequestReason::ALL.len()];
         for (i, x) in d.iter_mut().enumerate() {
-            *x = (self.to.by_reason[i] - self.from.by_reason[i]).max(0.0);
+            *x = self.to.by_reason[i].saturating_sub(self.from.by_reason[i]) as f64;
         }
         d
     }
@@ -308,31 +248,56 @@ impl History {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use balancer::policy::Reason;
 
-    fn text(vote: u64, overflow: u64, stalled: u64, miss: (u64, u64), fast: u64) -> String {
-        format!(
-            "ballot_requests_total{{replica=\"r0\",reason=\"vote\"}} {vote}\n\
-             ballot_requests_total{{replica=\"r0\",reason=\"overflow\"}} {overflow}\n\
-             ballot_requests_total{{replica=\"r1\",reason=\"stall-guard\"}} {stalled}\n\
-             ballot_requests_total{{replica=\"r1\",reason=\"failover\"}} 1\n\
-             ballot_shadow_miss_bytes_total{{replica=\"r0\"}} {}\n\
-             ballot_shadow_miss_bytes_total{{replica=\"r1\"}} {}\n\
-             ballot_upstream_seconds_bucket{{replica=\"r0\",le=\"0.01\"}} {fast}\n\
-             ballot_upstream_seconds_bucket{{replica=\"r0\",le=\"0.1\"}} {}\n\
-             ballot_upstream_seconds_bucket{{replica=\"r0\",le=\"+Inf\"}} {}\n\
-             ballot_table_loaded_timestamp_seconds 1700000000\n",
-            miss.0,
-            miss.1,
-            vote + overflow,
-            vote + overflow
-        )
+    /// r0's and r1's counters: `vote` and `overflow` answers on r0, `stall-guard` and one
+    /// `failover` on r1, shadow bytes `miss`, and r0's answers all under 0.1 s, `fast` of
+    /// them under 0.01 s.
+    fn sample(
+        at: f64,
+        vote: u64,
+        overflow: u64,
+        stalled: u64,
+        miss: (u64, u64),
+        fast: u64,
+    ) -> Sample {
+        let reason = |r| RequestReason::of(r).index();
+        let mut r0 = ReplicaCounters {
+            name: "r0".into(),
+            shadow_miss: miss.0,
+            buckets: vec![
+                (0.01, fast),
+                (0.1, vote + overflow),
+                (f64::INFINITY, vote + overflow),
+            ],
+            ..ReplicaCounters::default()
+        };
+        r0.by_reason[reason(Reason::Vote)] = vote;
+        r0.by_reason[reason(Reason::Overflow)] = overflow;
+        let mut r1 = ReplicaCounters {
+            name: "r1".into(),
+            shadow_miss: miss.1,
+            ..ReplicaCounters::default()
+        };
+        r1.by_reason[reason(Reason::Stalled)] = stalled;
+        r1.by_reason[RequestReason::Failover.index()] = 1;
+        let mut by_reason = [0; RequestReason::ALL.len()];
+        for r in [&r0, &r1] {
+            for (sum, n) in by_reason.iter_mut().zip(r.by_reason) {
+                *sum += n;
+            }
+        }
+        Sample {
+            at,
+            replicas: vec![r0, r1],
+            by_reason,
+        }
     }
 
     #[test]
     fn rates_shares_and_the_tail_from_two_samples() {
-        let a = Sample::from_text(100.0, &text(10, 0, 0, (0, 0), 10));
-        let b = Sample::from_text(110.0, &text(100, 5, 5, (3_000, 1_000), 100));
-        assert_eq!(a.table_loaded_at, Some(1.7e9));
+        let a = sample(100.0, 10, 0, 0, (0, 0), 10);
+        let b = sample(110.0, 100, 5, 5, (3_000, 1_000), 100);
         let i = Interval { from: &a, to: &b };
         assert_eq!(i.rate("r0"), 9.5);
         assert_eq!(i.rate("r1"), 0.5);

@@ -1,28 +1,16 @@
-//! Routing explained, `GET /admin/explain?q=...` (JSON, or `&format=text`): how the
-//! balancer would route a query now, from [`balancer::explain`] over the live view (the
-//! view a request sees, the table serving it and, during a ramp, the side of the ramp the
-//! query follows), plus what only the balancer knows: each replica's shadow-cache estimate
-//! of the query's flash bytes and round-robin's (their mean over the live replicas), so the
-//! bytes the choice saves. Nothing is routed, counted or fed: the shadow caches are read
-//! with a peek. `ballot explain` prints the same document offline ([`to_json`],
-//! [`to_text`]).
+//! An explained routing decision as a document: the JSON that `GET /admin/explain` serves
+//! and `ballot explain --json` prints, and the text of its terminal form ([`to_text`]).
+//! [`explain`](crate::explain::explain) makes the decision; this module names the replicas
+//! and adds what the caller knows besides ([`Context`]: the table's version, the ramp's
+//! side, the shadow caches' estimates).
 
 use std::fmt::Write;
-use std::sync::Arc;
 
-use axum::extract::{Query, State as AxState};
-use axum::http::{header, StatusCode};
-use axum::response::{IntoResponse, Response};
-use axum::Json;
-use balancer::explain::{explain, Explanation};
-use balancer::policy::vote::VoteSource;
-use balancer::policy::{hash_tokens, Reason};
 use data::tokenizer::Tokens;
-use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::proxy::json_error;
-use crate::App;
+use crate::explain::Explanation;
+use crate::policy::{hash_tokens, Reason};
 
 /// What the balancer adds to an [`Explanation`].
 #[derive(Clone, Debug, Default)]
@@ -304,100 +292,4 @@ pub fn terms_of(q: &str) -> (Vec<String>, Vec<u64>) {
     let mut hashes = Vec::new();
     hash_tokens(&tokens, &mut hashes);
     (tokens.iter().map(str::to_owned).collect(), hashes)
-}
-
-/// The query string of `GET /admin/explain`.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ExplainParams {
-    q: Option<String>,
-    format: Option<String>,
-}
-
-/// `GET /admin/explain?q=...[&format=text]`.
-pub async fn explain_query(
-    AxState(app): AxState<Arc<App>>,
-    params: Result<Query<ExplainParams>, axum::extract::rejection::QueryRejection>,
-) -> Response {
-    let Ok(Query(params)) = params else {
-        return json_error(
-            StatusCode::BAD_REQUEST,
-            "expected ?q=<query>[&format=json|text] and no other parameter",
-        );
-    };
-    let text = match params.format.as_deref() {
-        None | Some("json") => false,
-        Some("text") => true,
-        Some(other) => {
-            return json_error(
-                StatusCode::BAD_REQUEST,
-                format!("format must be json or text, got `{other}`"),
-            )
-        }
-    };
-    let Some(q) = params.q.filter(|q| !q.trim().is_empty()) else {
-        return json_error(StatusCode::BAD_REQUEST, "missing query: ?q=<query>");
-    };
-    let state = &app.state;
-    let routing = state.routing();
-    let Some(table) = &routing.table else {
-        return json_error(
-            StatusCode::CONFLICT,
-            format!(
-                "explain covers the table policy; this balancer routes by `{}`",
-                state.kind.name()
-            ),
-        );
-    };
-    let (terms, hashes) = terms_of(&q);
-    let members = state.members.load();
-    let Some(view) = state.view(&members, 0) else {
-        return json_error(StatusCode::SERVICE_UNAVAILABLE, "no live replica");
-    };
-    let ramp_at = table.ramp.as_ref().map(|r| r.ramp().at(r.progress()));
-    let source: &dyn VoteSource = match &ramp_at {
-        Some(at) => at.side(&hashes),
-        None => &*table.current,
-    };
-    let homes = state.cfg.config.policy.homes;
-    let e = explain(
-        source,
-        &hashes,
-        table.replicas,
-        state.cfg.config.eps,
-        homes,
-        &view,
-        // A draw of its own: asking routes nothing, so it leaves the routing seed alone.
-        &mut data::rng::Rng::new(hashes.first().copied().unwrap_or(1)),
-    );
-    let shadow_miss = app.proxy.shadow.as_ref().map(|shadow| {
-        (0..table.replicas)
-            .map(|i| {
-                let rep = members.slots.get(i)?.as_ref()?;
-                Some(shadow.peek(i, rep, &hashes))
-            })
-            .collect()
-    });
-    let ctx = Context {
-        names: members
-            .slots
-            .iter()
-            .map(|s| s.as_ref().map(|r| r.name.clone()))
-            .collect(),
-        policy: state.kind.name().to_owned(),
-        load: state.cfg.load.name().to_owned(),
-        table: Some((table.version, crate::state::hash_hex(table.content_hash))),
-        ramp: ramp_at.map(|at| (at.progress(), at.query_follows_new(&hashes))),
-        shadow_miss,
-    };
-    let doc = to_json(&q, &terms, &e, &ctx, homes);
-    if text {
-        (
-            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
-            to_text(&doc),
-        )
-            .into_response()
-    } else {
-        Json(doc).into_response()
-    }
 }

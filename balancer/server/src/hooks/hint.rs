@@ -1,4 +1,4 @@
-//! The cache hint a query carries to its replica: the terms whose lists that replica should
+//! The cache hint a query carries to its replica (a [`Hook`]): the terms whose lists that replica should
 //! read from flash without caching, by the table's cache admission rule
 //! (`[policy] cache_admission`, [`balancer::policy::admission`]).
 //!
@@ -6,8 +6,10 @@
 //! [`data::query::NO_CACHE_WITHIN_HEADER`] with the cache size the table was trained for,
 //! when it says), added after the client's own headers. ballot's replica follows them; an
 //! engine that does not know them ignores them, and the shadow caches apply the same rule
-//! for it. A client's own headers of these names are never forwarded
-//! ([`crate::forward::write_upstream_headers`]), so only the balancer hints.
+//! for it ([`super::shadow`] reads the hint's terms from the attempt). During a table ramp
+//! the hint reads the votes of the table the query follows. A client's own headers of these
+//! names are never forwarded ([`crate::forward::write_upstream_headers`]), so only the
+//! balancer hints.
 //!
 //! The terms' line is at most [`MAX_HINT_TERM_BYTES`] long: a long query must not push the
 //! request head past an engine's header limit (8 KiB in Jetty, Tomcat and nginx). Terms
@@ -19,80 +21,41 @@ use std::io::Write;
 use balancer::policy::admission::CacheAdmission;
 use balancer::policy::table::TableVotes;
 use data::query::{NO_CACHE_HEADER, NO_CACHE_WITHIN_HEADER};
-use data::tokenizer::{Tokens, MAX_TERMS};
+use metrics::Counter;
+
+use super::Hook;
+use crate::ctx::{Attempt, Ctx, NoCache, Terms};
+use crate::metrics as m;
+use crate::shard::Shard;
 
 /// Most bytes of term text (with the spaces between) in the no-cache header's value.
 pub const MAX_HINT_TERM_BYTES: usize = 1024;
 
-/// A hint: its header lines (CRLF-terminated) and the terms they name.
-pub struct Hint {
-    /// The header lines, appended to the request's.
-    pub lines: Vec<u8>,
-    /// Hashes (`data::hash::term_hash`) of the terms named, the first `named` of them (a
-    /// query has at most `MAX_TERMS`: no allocation on the request path).
-    hashes: [u64; MAX_TERMS],
-    named: usize,
-}
-
-impl Hint {
-    /// Hashes of the terms named: the lists the replica reads without caching, which the
-    /// balancer's shadow cache of it keeps out too.
-    pub fn hashes(&self) -> &[u64] {
-        &self.hashes[..self.named]
-    }
-}
-
-/// Logs what the rule does under the table `votes` once it is loaded: the cache size it
-/// holds within (the table's trained size), and a warning when the shadow caches
-/// (`shadow_bytes`) are larger, so the rule does not apply to them.
-pub fn log_rule(rule: CacheAdmission, votes: &TableVotes, shadow_bytes: Option<u64>) {
-    let share = rule.share();
-    match votes.trained_cache_bytes() {
-        Some(trained) => {
-            tracing::info!(
-                "cache admission {share}: replica caches up to {trained} bytes (the table's \
-                 trained size) keep a list only at its homes"
-            );
-            if let Some(shadow) = shadow_bytes.filter(|&s| s > trained) {
-                tracing::warn!(
-                    "[shadow] cache_bytes = {shadow} is larger than the table's trained size \
-                     {trained}: the shadow caches keep every list they read, as a replica \
-                     cache of that size does, and the rule saves nothing there"
-                );
-            }
-        }
-        None => tracing::info!(
-            "cache admission {share}: the table records no trained size, so every replica \
-             cache keeps a list only at its homes"
-        ),
-    }
-}
-
-/// The hint for the query of `tokens` sent to table slot `slot`, or `None` when the
+/// The hint for the query of `terms` sent to table slot `slot`: its header lines
+/// (CRLF-terminated, appended to `lines`) and the terms it names, or nothing when the
 /// replica caches every term's list.
 pub fn hint(
     rule: CacheAdmission,
     votes: &TableVotes,
-    tokens: &Tokens,
+    terms: &Terms,
     slot: usize,
-) -> Option<Hint> {
-    let slot = u16::try_from(slot).ok()?;
-    let mut lines = Vec::new();
-    let mut hashes = [0u64; MAX_TERMS];
-    let mut named = 0;
-    for term in tokens.iter() {
-        let hash = data::hash::term_hash(term);
-        if named == MAX_TERMS || rule.caches(votes, hash, slot) {
+    lines: &mut Vec<u8>,
+) -> NoCache {
+    let mut named = NoCache::default();
+    let Ok(slot) = u16::try_from(slot) else {
+        return named;
+    };
+    let start = lines.len();
+    let mut value_bytes = 0;
+    for (term, &hash) in terms.iter().zip(terms.hashes()) {
+        if rule.caches(votes, hash, slot) {
             continue;
         }
-        let value_bytes = lines.len().saturating_sub(NO_CACHE_HEADER.len() + 2);
-        let separator = usize::from(!lines.is_empty());
+        let separator = usize::from(value_bytes > 0);
         if value_bytes + separator + term.len() > MAX_HINT_TERM_BYTES {
             continue;
         }
-        hashes[named] = hash;
-        named += 1;
-        if lines.is_empty() {
+        if value_bytes == 0 {
             lines.extend_from_slice(NO_CACHE_HEADER.as_bytes());
             lines.extend_from_slice(b": ");
         } else {
@@ -100,19 +63,57 @@ pub fn hint(
         }
         // The tokenizer keeps letters and digits only: no space, control byte or CR/LF.
         lines.extend_from_slice(term.as_bytes());
+        value_bytes += separator + term.len();
+        named.push(hash);
     }
-    if lines.is_empty() {
-        return None;
+    if lines.len() == start {
+        return named;
     }
     lines.extend_from_slice(b"\r\n");
-    if let Some(bytes) = votes.trained_cache_bytes() {
+    named.within = votes.trained_cache_bytes();
+    if let Some(bytes) = named.within {
         let _ = write!(lines, "{NO_CACHE_WITHIN_HEADER}: {bytes}\r\n");
     }
-    Some(Hint {
-        lines,
-        hashes,
-        named,
-    })
+    named
+}
+
+/// The cache hint's hook: counted in `ballot_cache_hints_total`.
+pub struct CacheHint {
+    rule: CacheAdmission,
+    queries: Counter,
+    terms: Counter,
+}
+
+impl CacheHint {
+    /// The hook of `rule`.
+    pub fn new(rule: CacheAdmission) -> Self {
+        CacheHint {
+            rule,
+            queries: metrics::counter!(m::CACHE_HINTS, "what" => "queries"),
+            terms: metrics::counter!(m::CACHE_HINTS, "what" => "terms"),
+        }
+    }
+}
+
+impl Hook for CacheHint {
+    fn on_send(&self, ctx: &Ctx, _shard: &Shard, attempt: &mut Attempt) {
+        let (Some(terms), Some(table)) = (&ctx.terms, &ctx.routing.table) else {
+            return;
+        };
+        let votes = table.votes_for(terms.hashes());
+        let named = hint(
+            self.rule,
+            votes,
+            terms,
+            attempt.choice.index,
+            &mut attempt.headers,
+        );
+        if !named.hashes().is_empty() {
+            self.queries.increment(1);
+            self.terms.increment(named.hashes().len() as u64);
+        }
+        attempt.no_cache = named;
+    }
 }
 
 #[cfg(test)]
@@ -140,20 +141,24 @@ mod tests {
         TableVotes::build(&table, 2, Arc::new(TermBytes::new(21))).unwrap()
     }
 
-    fn tokens(q: &str) -> Tokens {
-        let mut t = Tokens::new();
-        t.tokenize(q);
-        t
+    /// The hint's header text and the hashes it names, or `None` when there is none.
+    fn hinted(
+        rule: CacheAdmission,
+        votes: &TableVotes,
+        q: &str,
+        slot: usize,
+    ) -> Option<(String, Vec<u64>)> {
+        let mut lines = Vec::new();
+        let named = hint(rule, votes, &Terms::of(q), slot, &mut lines);
+        (!lines.is_empty()).then(|| (String::from_utf8(lines).unwrap(), named.hashes().to_vec()))
     }
 
     #[test]
     fn the_replica_reads_back_the_terms_it_should_not_cache() {
         let rule = CacheAdmission::new(0.5).unwrap();
         let votes = votes(Some("1000"));
-        let q = tokens("The cat in Straße");
-        let h = hint(rule, &votes, &q, 1).unwrap();
-        assert_eq!(h.hashes(), ["the", "straße"].map(data::hash::term_hash));
-        let text = String::from_utf8(h.lines).unwrap();
+        let (text, hashes) = hinted(rule, &votes, "The cat in Straße", 1).unwrap();
+        assert_eq!(hashes, ["the", "straße"].map(data::hash::term_hash));
         assert_eq!(
             text,
             "x-ballot-no-cache: the straße\r\nx-ballot-no-cache-within: 1000\r\n"
@@ -171,12 +176,12 @@ mod tests {
             "cat's home; in: no row"
         );
         // Slot 0 is home to the and straße, and cat's votes are all on slot 1.
-        let at_zero = String::from_utf8(hint(rule, &votes, &q, 0).unwrap().lines).unwrap();
+        let (at_zero, _) = hinted(rule, &votes, "The cat in Straße", 0).unwrap();
         assert!(
             at_zero.starts_with("x-ballot-no-cache: cat\r\n"),
             "{at_zero}"
         );
-        assert!(hint(rule, &votes, &tokens("in the"), 0).is_none());
+        assert!(hinted(rule, &votes, "in the", 0).is_none());
     }
 
     #[test]
@@ -190,23 +195,22 @@ mod tests {
         let rows = words.iter().map(|w| TableRow::new(w, 1, 1.0)).collect();
         let table = VotingTable::new(2, rows, BTreeMap::new()).unwrap();
         let votes = TableVotes::build(&table, 2, Arc::new(TermBytes::new(21))).unwrap();
-        let h = hint(rule, &votes, &tokens(&words.join(" ")), 0).unwrap();
-        let text = String::from_utf8(h.lines.clone()).unwrap();
+        let (text, hashes) = hinted(rule, &votes, &words.join(" "), 0).unwrap();
         let value = text
             .strip_prefix("x-ballot-no-cache: ")
             .and_then(|v| v.strip_suffix("\r\n"))
             .unwrap();
         // Ten terms and nine spaces fill 1,009 of the 1,024 bytes; the rest are left out.
-        assert_eq!((h.hashes().len(), value.len()), (10, 1009));
+        assert_eq!((hashes.len(), value.len()), (10, 1009));
         assert_eq!(value.split(' ').collect::<Vec<_>>(), words[..10]);
         // A term longer than the whole value is never hinted.
-        assert!(hint(rule, &votes, &tokens(&words[12]), 0).is_none());
+        assert!(hinted(rule, &votes, &words[12], 0).is_none());
     }
 
     #[test]
     fn without_a_trained_size_the_hint_is_unbounded() {
         let rule = CacheAdmission::new(0.5).unwrap();
-        let h = hint(rule, &votes(None), &tokens("cat"), 0).unwrap();
-        assert_eq!(h.lines, b"x-ballot-no-cache: cat\r\n");
+        let (text, _) = hinted(rule, &votes(None), "cat", 0).unwrap();
+        assert_eq!(text, "x-ballot-no-cache: cat\r\n");
     }
 }

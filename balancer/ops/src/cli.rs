@@ -20,9 +20,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::config::{Config, FDS_PER_CONNECTION};
-use crate::reload::{reload, Source};
-use crate::{admin, front, App};
+use balancer_server::config::{Config, Validated, FDS_PER_CONNECTION};
+use balancer_server::front;
+use balancer_server::reload::{reload, Source};
+
+use crate::{admin, App};
 use anyhow::Context;
 use clap::Parser;
 use hyper_util::service::TowerToHyperService;
@@ -79,7 +81,7 @@ where
 
 /// The client listener's limits: the configured ones with the connection cap fitted to the
 /// open-file limit, raised to the hard limit first.
-fn client_limits(cfg: &crate::config::Validated) -> anyhow::Result<serving::Limits> {
+fn client_limits(cfg: &Validated) -> anyhow::Result<serving::Limits> {
     let nofile = serving::rlimit::raise_nofile().context("reading the open-file limit")?;
     if let Some(from) = nofile.raised_from {
         tracing::info!(from, to = nofile.soft, "raised the open-file limit");
@@ -99,7 +101,7 @@ fn client_limits(cfg: &crate::config::Validated) -> anyhow::Result<serving::Limi
     Ok(limits)
 }
 
-async fn run(cfg: crate::config::Validated, workers: usize) -> anyhow::Result<()> {
+async fn run(cfg: Validated, workers: usize) -> anyhow::Result<()> {
     // Signal handlers first: a SIGHUP or SIGTERM during the table load below waits in its
     // queue instead of killing the process.
     let (mut hup, mut stop_signal) = serving::signals::Signals::install()
@@ -108,16 +110,15 @@ async fn run(cfg: crate::config::Validated, workers: usize) -> anyhow::Result<()
     let listen = cfg.config.listen;
     let admin_listen = cfg.config.admin_listen;
     let drain_limit = cfg.deadline() + Duration::from_secs(1);
-    let table_path = cfg.shard(0).config.policy.table;
+    let table_path = cfg.config.policy.table.clone();
     let limits = client_limits(&cfg)?;
     let admin_limits = serving::Limits {
         max_connections: ADMIN_MAX_CONNECTIONS,
         ..limits
     };
-    if let (Some(p), true) = (&table_path, cfg.policy.needs_table()) {
+    if let Some(p) = &table_path {
         tracing::info!("loading voting table {}", p.display());
     }
-    let table_path = table_path.is_some();
     let app = App::build(cfg)?;
 
     let mut clients = front::bind(listen, workers)
@@ -137,40 +138,39 @@ async fn run(cfg: crate::config::Validated, workers: usize) -> anyhow::Result<()
         max_connections = limits.max_connections,
         header_timeout_ms = limits.header_timeout.as_millis() as u64,
         idle_timeout_ms = limits.idle_timeout.as_millis() as u64,
-        max_in_flight = app.proxy.admission.max(),
+        max_in_flight = app.lb.admission.max(),
         workers,
         "serving"
     );
     app.spawn_background();
 
     let (stop_tx, stop_rx) = watch::channel(false);
-    let hup_app = Arc::clone(&app);
+    let hup_lb = Arc::clone(&app.lb);
     tokio::spawn(async move {
         while hup.recv().await.is_some() {
-            if !table_path {
+            let Some(p) = &table_path else {
                 tracing::info!("SIGHUP ignored: no voting table configured");
                 continue;
-            }
-            // Every shard re-reads its own table (the same file without `[shards] tables`).
-            for proxy in hup_app.proxies() {
-                if let Some(p) = &proxy.state.cfg.config.policy.table {
-                    tracing::info!("SIGHUP: re-reading {}", p.display());
-                    // Errors are logged and counted by `reload`.
-                    let _ = reload(Arc::clone(&proxy.state), Source::Path(p.clone())).await;
-                }
-            }
+            };
+            tracing::info!("SIGHUP: re-reading {}", p.display());
+            // Errors are logged and counted by `reload`.
+            let _ = reload(&hup_lb, Source::Path(p.clone())).await;
         }
     });
 
     let gate = serving::Gate::new("client", limits);
-    let client_srv =
-        front::serve_client(client, Arc::clone(&app), Arc::clone(&gate), stop_rx.clone());
+    let client_srv = front::serve_client(
+        client,
+        Arc::clone(&app.lb),
+        Arc::clone(&gate),
+        stop_rx.clone(),
+    );
     let mut shards = Vec::with_capacity(clients.len());
     for (i, l) in clients.into_iter().enumerate() {
         shards.push(front::spawn_worker(
             i + 1,
             l,
-            Arc::clone(&app),
+            Arc::clone(&app.lb),
             Arc::clone(&gate),
             stop_rx.clone(),
         )?);

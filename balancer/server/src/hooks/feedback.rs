@@ -1,4 +1,6 @@
-//! What one answered query cost its replica in flash bytes, for the `work` load: read from
+//! The answer's feedback to the loads (a [`Hook`]): with `backlog_reports_ms`, the
+//! replica's backlog in its ORCA report ([`crate::admit::Slots::record_report`]); with
+//! `load = "work"`, what the query cost its replica in flash bytes, read from
 //! the replica's `x-ballot-miss-bytes` header, from the `request_cost.miss_bytes` entry of
 //! its ORCA load report ([`data::load_report`]), or estimated by the balancer's shadow cache
 //! of that replica ([`crate::shadow`]), as `work_source` says ([`WorkSource`]).
@@ -10,11 +12,17 @@
 //! `ballot_shadow_miss_bytes_total`, so the two can be compared on any backend that reports.
 
 use axum::http::{HeaderMap, HeaderName};
-use balancer::load::WorkSource;
+use balancer::load::{LoadKind, WorkSource};
 use data::load_report;
 use metrics::Counter;
 
-use crate::metrics::{self as m, ReplicaMetrics};
+use super::Hook;
+use crate::config::Validated;
+use crate::ctx::{Attempt, Ctx};
+use crate::metrics as m;
+use crate::shard::Shard;
+use crate::stats::ReplicaStats;
+use crate::upstream::Answer;
 
 /// [`data::query::MISS_BYTES_HEADER`] as a header name.
 static MISS_BYTES_NAME: HeaderName = HeaderName::from_static(data::query::MISS_BYTES_HEADER);
@@ -43,18 +51,20 @@ impl Origin {
     }
 }
 
-/// Reads each answer's flash bytes from where `work_source` says.
-pub struct WorkMeter {
-    source: WorkSource,
+/// The feedback hook: each answer's work and backlog report.
+pub struct Feedback {
+    work: Option<WorkSource>,
+    reports: bool,
     by_source: [Counter; Origin::ALL.len()],
     malformed: Counter,
 }
 
-impl WorkMeter {
-    /// A meter for `source`.
-    pub fn new(source: WorkSource) -> Self {
-        WorkMeter {
-            source,
+impl Feedback {
+    /// The hook of `cfg`.
+    pub fn new(cfg: &Validated) -> Self {
+        Feedback {
+            work: (cfg.load == LoadKind::Work).then_some(cfg.config.work_source),
+            reports: cfg.config.backlog_reports_ms > 0,
             by_source: Origin::ALL.map(|f| metrics::counter!(m::WORK_SOURCE, "source" => f.name())),
             malformed: metrics::counter!(m::LOAD_REPORTS_MALFORMED),
         }
@@ -63,7 +73,13 @@ impl WorkMeter {
     /// The flash bytes of the answer with `headers` from `replica`, whose shadow cache
     /// estimated `shadow` (`None`: no shadow caches, or a query routed without terms);
     /// 0 when the chosen source has none.
-    pub fn bytes(&self, headers: &HeaderMap, shadow: Option<u64>, replica: &ReplicaMetrics) -> u64 {
+    fn bytes(
+        &self,
+        source: WorkSource,
+        headers: &HeaderMap,
+        shadow: Option<u64>,
+        replica: &ReplicaStats,
+    ) -> u64 {
         let header = || {
             headers
                 .get(&MISS_BYTES_NAME)
@@ -71,7 +87,7 @@ impl WorkMeter {
                 .and_then(|v| v.parse::<u64>().ok())
         };
         let orca = || self.report(headers);
-        let (bytes, from) = match self.source {
+        let (bytes, from) = match source {
             WorkSource::Header => (header(), Origin::Header),
             WorkSource::Orca => (orca(), Origin::Orca),
             WorkSource::Shadow => (shadow, Origin::Shadow),
@@ -86,14 +102,14 @@ impl WorkMeter {
         let from = if bytes.is_some() { from } else { Origin::None };
         self.by_source[from as usize].increment(1);
         if matches!(from, Origin::Header | Origin::Orca) {
-            replica.reported_miss_bytes.increment(bytes.unwrap_or(0));
+            replica.add_reported_miss(bytes.unwrap_or(0));
         }
         bytes.unwrap_or(0)
     }
 
     /// The replica's backlog in the answer's ORCA report (`named_metrics.backlog`), if it
     /// has a readable, non-negative one (a malformed report is counted once, by
-    /// [`WorkMeter::bytes`], when that reads it).
+    /// [`Feedback::bytes`], when that reads it).
     pub fn backlog(headers: &HeaderMap) -> Option<u64> {
         let value = headers.get(&REPORT_NAME)?;
         match load_report::find(value.as_bytes(), load_report::BACKLOG) {
@@ -115,6 +131,27 @@ impl WorkMeter {
                 self.malformed.increment(1);
                 None
             }
+        }
+    }
+}
+
+impl Hook for Feedback {
+    fn on_answer(&self, _ctx: &Ctx, shard: &Shard, attempt: &Attempt, answer: &Answer) {
+        let choice = &attempt.choice;
+        if self.reports {
+            if let Some(backlog) = Self::backlog(&answer.headers) {
+                shard.slots.record_report(choice.index, backlog);
+            }
+        }
+        if let Some(source) = self.work {
+            // A backend with no bytes from the chosen source still costs the fixed part.
+            let miss = self.bytes(
+                source,
+                &answer.headers,
+                attempt.shadow_miss,
+                &choice.replica.stats,
+            );
+            shard.record_work(choice.index, miss);
         }
     }
 }

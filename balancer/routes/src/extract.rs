@@ -14,8 +14,8 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use axum::http::StatusCode;
 use data::query::{params, QueryError};
+use http::StatusCode;
 use serde_json::Value;
 
 use super::{Route, Source};
@@ -258,7 +258,7 @@ pub fn extract<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::routes::{Pointer, Preset, Routes};
+    use crate::{Pointer, Preset, Routes};
     use data::query::extract_q;
 
     const FORM: &[u8] = b"application/x-www-form-urlencoded";

@@ -1,5 +1,6 @@
-//! Routes: which client requests are searches, and where each search engine's API puts
-//! the query text the balancer routes by (a URL parameter, a form field, a field of a JSON
+//! `balancer-routes`: the engine adapters of ballot's balancer. Routes: which client
+//! requests are searches, and where each search engine's API puts the query text the
+//! balancer routes by (a URL parameter, a form field, a field of a JSON
 //! body). The `[[routes]]` of the config are checked and compiled here once, at load
 //! ([`Routes::compile`]); a request is then matched by method and path ([`Routes::find`],
 //! no allocation) and its query read by its route ([`extract`]). The HAProxy and Envoy
@@ -18,15 +19,20 @@
 //! config's [`Fallback`]: refused with a 4xx JSON error, or routed with no query by a
 //! policy that needs none (`round-robin`, `random`, `least-loaded`, `p2c`).
 
+pub mod encoding;
+pub mod es_dsl;
 pub mod extract;
+pub mod merge;
 pub mod pointer;
 pub mod preset;
+pub mod sink;
+pub mod solr_json;
 
 use std::fmt;
 use std::str::FromStr;
 
-use axum::http::Method;
 use balancer::policy::PolicyKind;
+use http::Method;
 use serde::Deserialize;
 
 pub use extract::{Field, Request, Unreadable};
@@ -239,6 +245,29 @@ impl Route {
     }
 }
 
+/// The routes a request matches, in order: a bit per route index.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RouteSet(u64);
+
+impl RouteSet {
+    /// Whether no route matched.
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    /// The route indices, in order.
+    pub fn iter(self) -> impl Iterator<Item = usize> {
+        let mut rest = self.0;
+        std::iter::from_fn(move || {
+            (rest != 0).then(|| {
+                let i = rest.trailing_zeros() as usize;
+                rest &= rest - 1;
+                i
+            })
+        })
+    }
+}
+
 /// The compiled `[[routes]]`, in order.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Routes {
@@ -282,11 +311,24 @@ impl Routes {
     /// The index of the first route a `method` request to `path` takes.
     #[inline]
     pub fn find(&self, method: &Method, path: &str) -> Option<usize> {
+        self.matching(method, path).iter().next()
+    }
+
+    /// Every route a `method` request to `path` matches: tried in order until one reads
+    /// a query (no allocation: a bit per route, at most [`MAX_ROUTES`]).
+    #[inline]
+    pub fn matching(&self, method: &Method, path: &str) -> RouteSet {
         let bit = method_bit(method);
         if bit == 0 {
-            return None;
+            return RouteSet(0);
         }
-        self.routes.iter().position(|r| r.matches(bit, path))
+        let bits = self
+            .routes
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.matches(bit, path))
+            .fold(0u64, |set, (i, _)| set | 1 << i);
+        RouteSet(bits)
     }
 
     /// Route `i` (an index [`Routes::find`] returned).
@@ -421,9 +463,10 @@ fn compile(c: &RouteConfig) -> Result<Route, RouteError> {
 }
 
 /// What becomes of a request that matches no route or whose query cannot be read.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Fallback {
     /// A 4xx JSON error: 404 (or 405) for no route, 400 for an unreadable query.
+    #[default]
     Refuse,
     /// Routed with no query by this policy, one of [`QUERYLESS`].
     Policy(PolicyKind),
