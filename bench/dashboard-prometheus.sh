@@ -28,7 +28,7 @@ for tool in jq curl; do
   command -v "$tool" >/dev/null || { echo "dashboard-prometheus: $tool is needed" >&2; exit 1; }
 done
 if [ "${SKIP_BUILD:-0}" != 1 ]; then
-  cargo build --release -p pipelines -p balancer-server -p replica
+  cargo build --release -p pipelines -p balancer-ops -p replica
 fi
 BIN=$ROOT/target/release
 

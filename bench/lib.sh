@@ -51,9 +51,65 @@ start_replicas() {
 }
 
 # The load balancers of the end-to-end scripts. They read: RUN (logs and configs), BIN,
-# REPLICAS and PORTS (the backends), LB_THREADS; HAProxy: HAPROXY_PORT, BALANCE_FACTOR;
-# ballot: BALLOT_PORT, BALLOT_ADMIN, EPS, BALLOT_LOAD, TABLE, SIZES, BALLOT_CONFIG_EXTRA
-# (top-level TOML lines, `\n`-separated) and BALLOT_CONFIG_TAIL (tables appended at the end).
+# REPLICAS and PORTS (the backends), LB_THREADS; HAProxy: HAPROXY_PORT, BALANCE_FACTOR (the
+# `haproxy` alias); ballot: BALLOT_PORT, BALLOT_ADMIN, EPS, BALLOT_LOAD, TABLE, SIZES,
+# BALLOT_CONFIG_EXTRA (top-level TOML lines, `\n`-separated) and BALLOT_CONFIG_TAIL (tables
+# appended at the end).
+
+# The HAProxy systems, each HAProxy at one of its settings for this job:
+#   haproxy-N          `balance url_param q` + `hash-type consistent` + `hash-balance-factor N`
+#                      (consistent hashing of the whole query with bounded loads, eps =
+#                      N / 100 - 1; HAProxy takes N > 100), e.g. haproxy-105, -125, -150;
+#   haproxy-leastconn  `balance leastconn` (the fewest connections in flight, no affinity);
+#   haproxy            the old name, kept as an alias of haproxy-BALANCE_FACTOR (eps = EPS).
+# haproxy_system NAME prints the system NAME stands for (the alias resolved) and fails,
+# printing nothing, when NAME is no HAProxy system.
+haproxy_system() {
+  local n=$1
+  [ "$n" = haproxy ] && n=haproxy-$BALANCE_FACTOR
+  case $n in
+    haproxy-leastconn) ;;
+    haproxy-*) [[ ${n#haproxy-} =~ ^[1-9][0-9]*$ ]] && [ "${n#haproxy-}" -gt 100 ] || return 1 ;;
+    *) return 1 ;;
+  esac
+  echo "$n"
+}
+
+# haproxy_config_systems CONFIG...: the system names of HAPROXY_CONFIGS' words (105,
+# leastconn, or a system name as haproxy-150 or haproxy), space-separated, not yet checked.
+haproxy_config_systems() {
+  local c out=""
+  for c in "$@"; do
+    case $c in
+      haproxy | haproxy-*) out="$out $c" ;;
+      *) out="$out haproxy-$c" ;;
+    esac
+  done
+  echo "${out# }"
+}
+
+# resolve_systems KNOWN: SYSTEMS with `haproxy` resolved to its config; a word that is
+# neither one of KNOWN (the ballot systems the calling script runs, space-separated) nor an
+# HAProxy system, or a system named twice, stops the run (each system's files are named
+# after it).
+resolve_systems() {
+  local known=$1 checked="" s h
+  for s in $SYSTEMS; do
+    if h=$(haproxy_system "$s"); then
+      s=$h
+    elif [[ " $known " != *" $s "* ]]; then
+      echo "SYSTEMS: unknown system '$s' (${known// /, }, haproxy-N with N > 100," \
+        "haproxy-leastconn, haproxy)" >&2
+      exit 2
+    fi
+    if [[ " $checked " == *" $s "* ]]; then
+      echo "SYSTEMS: '$s' named twice (haproxy is haproxy-$BALANCE_FACTOR)" >&2
+      exit 2
+    fi
+    checked="$checked $s"
+  done
+  SYSTEMS=${checked# }
+}
 
 wait_port() { # port log pid (HAProxy prints nothing when it is ready)
   for _ in $(seq 1 400); do
@@ -66,7 +122,12 @@ wait_port() { # port log pid (HAProxy prints nothing when it is ready)
   exit 1
 }
 
-start_haproxy() { # run tag
+start_haproxy() { # run-tag [system]: one HAProxy system (haproxy_system; default haproxy)
+  local sys
+  if ! sys=$(haproxy_system "${2:-haproxy}"); then
+    echo "start_haproxy: no HAProxy system '${2:-haproxy}'" >&2
+    exit 1
+  fi
   {
     echo "global"
     echo "  maxconn 4096"
@@ -81,28 +142,37 @@ start_haproxy() { # run tag
     echo "  bind 127.0.0.1:$HAPROXY_PORT"
     echo "  default_backend replicas"
     echo "backend replicas"
-    echo "  balance url_param q"
-    echo "  hash-type consistent"
-    echo "  hash-balance-factor $BALANCE_FACTOR"
+    if [ "$sys" = haproxy-leastconn ]; then
+      echo "  balance leastconn"
+    else
+      echo "  balance url_param q"
+      echo "  hash-type consistent"
+      echo "  hash-balance-factor ${sys#haproxy-}"
+    fi
     echo "  http-reuse always"
     echo "  option httpchk GET /healthz"
     for i in $(seq 0 $((REPLICAS - 1))); do
       echo "  server r$i 127.0.0.1:${PORTS[$i]} check inter 1s fall 3 rise 2"
     done
-  } >"$RUN/haproxy.cfg"
-  haproxy -f "$RUN/haproxy.cfg" -db >"$RUN/$1-haproxy.log" 2>&1 &
+  } >"$RUN/$1-haproxy.cfg"
+  haproxy -f "$RUN/$1-haproxy.cfg" -db >"$RUN/$1-haproxy.log" 2>&1 &
   PIDS+=($!)
   wait_port "$HAPROXY_PORT" "$RUN/$1-haproxy.log" $!
 }
 
-start_ballot() { # run tag policy
-  local policy="name = \"$2\""
-  [ "$2" = table ] && policy="$policy
-table = \"$TABLE\""
+start_ballot() { # run tag policy (`table-evidence`: the table with the shadow caches' evidence)
+  local policy="name = \"${2%-evidence}\""
+  case $2 in
+    table) policy="$policy
+table = \"$TABLE\"" ;;
+    table-evidence) policy="$policy
+table = \"$TABLE\"
+cache_evidence = 1" ;;
+  esac
   local load=$BALLOT_LOAD
   if [ "$load" = auto ]; then
     # As `ballot eval --load auto`: the learned table bounds work, the others query counts.
-    if [ "$2" = table ]; then load=work; else load=window; fi
+    case $2 in table | table-evidence) load=work ;; *) load=window ;; esac
   fi
   {
     echo "listen = \"127.0.0.1:$BALLOT_PORT\""

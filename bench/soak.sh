@@ -81,7 +81,7 @@ for tool in curl python3; do
   command -v "$tool" >/dev/null || { echo "$tool is needed" >&2; exit 2; }
 done
 if [ "${SKIP_BUILD:-0}" != 1 ]; then
-  cargo build --release -p pipelines -p replica -p balancer-server
+  cargo build --release -p pipelines -p replica -p balancer-ops
 fi
 for b in balancer replica ballot; do
   [ -x "$BIN_DIR/$b" ] || { echo "missing $BIN_DIR/$b" >&2; exit 1; }

@@ -55,7 +55,7 @@ for t in $TABLES; do [ -f "$t" ] || { echo "no table $t" >&2; exit 2; }; done
 command -v python3 >/dev/null || { echo "python3 is needed to read the replay reports" >&2; exit 1; }
 
 if [ "${SKIP_BUILD:-0}" != 1 ]; then
-  cargo build --release --locked -p pipelines -p replica -p balancer-server --bins
+  cargo build --release --locked -p pipelines -p replica -p balancer-ops --bins
 fi
 BIN=$ROOT/target/release
 for b in balancer replica ballot; do

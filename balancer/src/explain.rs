@@ -11,8 +11,8 @@
 use data::rng::Rng;
 
 use crate::load::{live_mask, load_cap, LoadView};
-use crate::policy::vote::{is_home, pick, rank, Scores, VoteSource};
-use crate::policy::Decision;
+use crate::policy::vote::{add_cache_evidence, is_home, pick, rank, Scores, VoteSource};
+use crate::policy::{Decision, QueryKey};
 
 /// One term's votes.
 #[derive(Clone, Debug, PartialEq)]
@@ -32,8 +32,10 @@ pub struct ReplicaSeen {
     pub index: usize,
     /// Whether it could take queries.
     pub live: bool,
-    /// The query's real votes for it.
+    /// The query's real votes for it from the table.
     pub votes: f64,
+    /// The votes its shadow cache added (the evidence: [`add_cache_evidence`]).
+    pub evidence: f64,
     /// The query's stand-in votes for it.
     pub stand_in: f64,
     /// Its load in the view (`u64::MAX`: full by the stall guard).
@@ -65,18 +67,35 @@ pub struct Explanation {
     pub decision: Option<Decision>,
 }
 
-/// Explains routing `term_hashes` by the votes of `source` over `replicas` replicas with
-/// slack `eps` and home share `homes`, in the view `load`, drawing from `rng` as routing
-/// does.
+/// How the table routes: its replica count, slack `eps`, home share `homes` and the weight
+/// of the shadow caches' evidence (`table`'s parameters).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Rule {
+    /// Replicas routed over.
+    pub replicas: usize,
+    /// Load-bound slack.
+    pub eps: f64,
+    /// Home share.
+    pub homes: f64,
+    /// Weight of the shadow caches' evidence (0: the table alone).
+    pub evidence: f64,
+}
+
+/// Explains routing `term_hashes` by the votes of `source` under `rule`, in the view
+/// `load` (whose shadow caches give the evidence), drawing from `rng` as routing does.
 pub fn explain(
     source: &dyn VoteSource,
     term_hashes: &[u64],
-    replicas: usize,
-    eps: f64,
-    homes: f64,
+    rule: Rule,
     load: &dyn LoadView,
     rng: &mut Rng,
 ) -> Explanation {
+    let Rule {
+        replicas,
+        eps,
+        homes,
+        evidence,
+    } = rule;
     let terms = term_hashes
         .iter()
         .map(|&hash| {
@@ -95,7 +114,12 @@ pub fn explain(
             }
         })
         .collect();
-    let scores = source.score(term_hashes);
+    let table = source.score(term_hashes);
+    let mut scores = table.clone();
+    if evidence > 0.0 {
+        let key = QueryKey::new(0, term_hashes);
+        add_cache_evidence(&mut scores, replicas, evidence, load, &key);
+    }
     let live = live_mask(load, replicas);
     let total = load.total();
     let cap = load_cap(eps, total, live.count_ones() as usize);
@@ -107,7 +131,8 @@ pub fn explain(
             ReplicaSeen {
                 index: r,
                 live: is_live,
-                votes: scores.votes(r),
+                votes: table.votes(r),
+                evidence: scores.votes(r) - table.votes(r),
                 stand_in: scores.fallback(r),
                 load: load.load(r),
                 backlog: load.in_flight(r),
@@ -151,7 +176,13 @@ mod tests {
         let votes = Fixed(vec![(1, 1, 10.0), (1, 3, 9.0), (2, 0, 5.0)]);
         // Replica 1 has the top vote but more backlog than replica 3, a home.
         let load = StaticLoad::new(vec![0, 3, 9, 1]);
-        let e = explain(&votes, &[1, 2, 7], 4, 0.05, 0.85, &load, &mut Rng::new(1));
+        let rule = Rule {
+            replicas: 4,
+            eps: 0.05,
+            homes: 0.85,
+            evidence: 0.0,
+        };
+        let e = explain(&votes, &[1, 2, 7], rule, &load, &mut Rng::new(1));
         assert_eq!(e.terms.len(), 3);
         assert_eq!(e.terms[0].votes, vec![(1, 10.0), (3, 9.0)]);
         assert!(e.terms[2].votes.is_empty() && e.terms[2].stand_in.is_empty());

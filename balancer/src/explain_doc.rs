@@ -49,10 +49,15 @@ fn why(e: &Explanation, ctx: &Context, homes: f64) -> String {
     let seen = |r: usize| &e.replicas[r];
     let backlog = |r: usize| seen(r).backlog.map_or("?".to_owned(), |b| b.to_string());
     match d.reason {
-        Reason::Vote if seen(usize::from(d.replica)).votes <= 0.0 => format!(
+        Reason::Vote
+            if seen(usize::from(d.replica)).votes + seen(usize::from(d.replica)).evidence
+                <= 0.0 =>
+        {
+            format!(
             "no term of the query is in the table: {chosen} has the largest stand-in vote (the \
              postings bytes of its terms) and is under the load bound"
-        ),
+        )
+        }
         Reason::Vote => format!("{chosen} has the most votes and is under the load bound"),
         Reason::Home => {
             let (b, c) = (e.best.unwrap_or(0), usize::from(d.replica));
@@ -134,6 +139,7 @@ pub fn to_json(query: &str, terms: &[String], e: &Explanation, ctx: &Context, ho
                 "index": r.index,
                 "live": r.live,
                 "votes": r.votes,
+                "cache_evidence_votes": r.evidence,
                 "stand_in_votes": r.stand_in,
                 "load": if r.load == u64::MAX { Value::Null } else { json!(r.load) },
                 "stalled": r.load == u64::MAX,

@@ -22,10 +22,13 @@ pub mod load;
 pub mod policy;
 pub mod ramp;
 pub mod ring;
+pub mod shadow;
 
-pub use load::{
-    load_cap, InFlight, LoadKind, LoadView, StaticLoad, Window, WorkSource, MAX_REPLICAS,
-};
+pub use load::{load_cap, InFlight, LoadKind, LoadView, StaticLoad, Window, WorkSource};
+
+/// The most replicas a policy routes over. Replica sets are kept as `u64` bit masks and
+/// per-replica scores as fixed `[_; MAX_REPLICAS]` stack arrays, so routing never allocates.
+pub const MAX_REPLICAS: usize = 64;
 pub use policy::{
     build_policy, hash_tokens, Decision, PolicyError, PolicyKind, PolicyParams, QueryKey, Reason,
     RoutingPolicy, TermBytes,

@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use balancer::load::{LatencyStats, Signaled, Signals};
 use balancer::policy::ch_bl::ChBl;
 use balancer::policy::query_hash::QueryHash;
 use balancer::policy::rj_ch::RjCh;
@@ -15,6 +16,7 @@ use balancer::policy::table::TableVotes;
 use balancer::policy::vote::{Scores, VoteSource};
 use balancer::policy::DEFAULT_TERM_BYTES;
 use balancer::ring::Ring;
+use balancer::shadow::{FixedOwners, Owner, Shadow};
 use balancer::{
     build_policy, hash_tokens, load_cap, Decision, LoadView, PolicyError, PolicyKind, PolicyParams,
     QueryKey, Reason, RoutingPolicy, StaticLoad, TermBytes,
@@ -23,6 +25,7 @@ use data::hash::term_hash;
 use data::rng::Rng;
 use data::table::{TableRow, VotingTable};
 use data::tokenizer::Tokens;
+use eviction::EvictionKind;
 
 fn table(replicas: u16, rows: &[(&str, u16, f32)]) -> VotingTable {
     VotingTable {
@@ -111,17 +114,50 @@ fn golden_table() -> VotingTable {
     )
 }
 
+/// The terms of [`QUERIES`], with postings bytes for the shadow caches.
+const TERMS: [(&str, u64); 14] = [
+    ("new", 300),
+    ("york", 250),
+    ("times", 200),
+    ("weather", 350),
+    ("cheap", 150),
+    ("flights", 300),
+    ("google", 400),
+    ("ebay", 250),
+    ("to", 500),
+    ("radar", 100),
+    ("maps", 150),
+    ("square", 100),
+    ("motors", 100),
+    ("pa", 50),
+];
+
 /// Routes the 16 queries over 4 replicas starting at loads `[2, 0, 4, 1]` (eps 0.05); each
-/// decision adds one to its replica's load, so the bounded policies meet their cap.
+/// decision adds one to its replica's load, so the bounded policies meet their cap. The
+/// view carries the signals the peers read, fed as a router feeds them: a shadow cache of
+/// 1,000 bytes per replica (LRU) takes each query's terms at its replica, and each answer
+/// reports a speed that grows with its replica's load (response `10 + 5·load` ms, service
+/// `2 + load` ms, queue `load`).
 fn golden_run(kind: PolicyKind) -> String {
     let params = PolicyParams::new(4).with_table(Arc::new(golden_table()));
     let policy = build_policy(kind, &params).expect("valid params");
     let mut load = StaticLoad::new(vec![2, 0, 4, 1]);
+    let stats = LatencyStats::default();
+    let terms = TERMS.iter().map(|&(t, b)| (term_hash(t), b));
+    let shadow = Shadow::from_terms(terms, DEFAULT_TERM_BYTES, 1_000, EvictionKind::Lru);
     let mut rng = Rng::new(2024);
     let mut out = Vec::new();
     for q in QUERIES {
-        let d = route(policy.as_ref(), q, &load, &mut rng);
-        load.loads[usize::from(d.replica)] += 1;
+        let signals = Signals {
+            latency: Some(&stats),
+            shadow: Some((&shadow, &FixedOwners)),
+        };
+        let d = route(policy.as_ref(), q, &Signaled::new(&load, signals), &mut rng);
+        let r = usize::from(d.replica);
+        shadow.access(r, Owner { id: r, since: 0 }, &key_of(q).1, |_| true);
+        load.loads[r] += 1;
+        let l = load.loads[r] as f64;
+        stats.record(r, 10.0 + 5.0 * l, Some(2.0 + l), Some(l));
         out.push(tag(d));
     }
     out.join(" ")
@@ -129,7 +165,7 @@ fn golden_run(kind: PolicyKind) -> String {
 
 /// The expected decisions of every policy in the registry, by name. A policy added to the
 /// registry without an entry here fails [`golden_sequences`].
-const EXPECTED: [(&str, &str); 9] = [
+const EXPECTED: [(&str, &str); 13] = [
     (
         "round-robin",
         "0n 1n 2n 3n 0n 1n 2n 3n 0n 1n 2n 3n 0n 1n 2n 3n",
@@ -151,6 +187,16 @@ const EXPECTED: [(&str, &str); 9] = [
         "3o 0v 3o 1o 3v 1v 1o 0o 0v 3o 2v 1v 0v 2v 3v 3v",
     ),
     ("table", "0v 3v 3o 1v 3o 1v 0v 1v 3v 2v 0o 1v 3v 0v 1v 2v"),
+    ("ars", "0n 3n 1n 2n 1n 1n 3n 1n 3n 0n 1n 3n 0n 2n 1n 3n"),
+    (
+        "stable-hash",
+        "3v 0v 1v 1v 3v 1v 3v 2v 2v 0v 2v 2v 0v 0v 3v 3v",
+    ),
+    ("prequal", "3n 0n 1n 1n 3n 1n 3n 2n 1n 3n 1n 0n 0n 1n 0n 3n"),
+    (
+        "cache-aware",
+        "1n 1n 1v 3n 0n 3n 1v 1v 0n 0v 3n 3v 0v 1v 3v 0v",
+    ),
 ];
 
 #[test]

@@ -15,6 +15,7 @@ pub mod dict;
 pub mod hash;
 pub mod load_report;
 pub mod parquet_guard;
+pub mod prometheus;
 pub mod query;
 pub mod rng;
 pub mod sizes;

@@ -28,6 +28,11 @@ pub const MISS_BYTES: &str = "request_cost.miss_bytes";
 /// sent the answer.
 pub const BACKLOG: &str = "named_metrics.backlog";
 
+/// The entry ballot's replica reports each answer's service time in, ms: the time the
+/// search ran, without the time it waited for its turn (what Elasticsearch's adaptive
+/// replica selection calls service time).
+pub const SERVICE_MS: &str = "request_cost.service_ms";
+
 /// Why a report could not be read.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ReportError {
@@ -108,12 +113,15 @@ fn find_json(json: &[u8], name: &str) -> Result<Option<f64>, ReportError> {
     }
 }
 
-/// Writes ballot's replica's report, `TEXT request_cost.miss_bytes=M, named_metrics.backlog=B`,
-/// into `out` (cleared first).
-pub fn write_text(out: &mut String, miss_bytes: u64, backlog: u64) {
+/// Writes ballot's replica's report, `TEXT request_cost.miss_bytes=M,
+/// request_cost.service_ms=S, named_metrics.backlog=B`, into `out` (cleared first).
+pub fn write_text(out: &mut String, miss_bytes: u64, service_ms: f64, backlog: u64) {
     use std::fmt::Write;
     out.clear();
-    let _ = write!(out, "TEXT {MISS_BYTES}={miss_bytes}, {BACKLOG}={backlog}");
+    let _ = write!(
+        out,
+        "TEXT {MISS_BYTES}={miss_bytes}, {SERVICE_MS}={service_ms:.3}, {BACKLOG}={backlog}"
+    );
 }
 
 #[cfg(test)]
@@ -130,12 +138,13 @@ mod tests {
         // Spaces and an empty pair are tolerated, as Envoy's parser does.
         assert_eq!(find(b"  TEXT  a=1 ,, b = 2 ", "b"), Ok(Some(2.0)));
         let mut out = String::new();
-        write_text(&mut out, 123, 7);
+        write_text(&mut out, 123, 2.5, 7);
         assert_eq!(
             out,
-            "TEXT request_cost.miss_bytes=123, named_metrics.backlog=7"
+            "TEXT request_cost.miss_bytes=123, request_cost.service_ms=2.500, named_metrics.backlog=7"
         );
         assert_eq!(find(out.as_bytes(), MISS_BYTES), Ok(Some(123.0)));
+        assert_eq!(find(out.as_bytes(), SERVICE_MS), Ok(Some(2.5)));
         assert_eq!(find(out.as_bytes(), BACKLOG), Ok(Some(7.0)));
     }
 

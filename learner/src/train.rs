@@ -332,9 +332,12 @@ fn train_prepared(
         seed: cfg.seed,
         load: cfg.load,
     };
+    // The table is learned alone, as the prior the balancer adds its shadow caches'
+    // evidence to.
     let params = PolicyParams {
         eps: cfg.eps,
         homes: cfg.homes,
+        evidence: 0.0,
         term_bytes: Arc::new(trace.term_bytes_map()),
         ..PolicyParams::new(cfg.replicas)
     };

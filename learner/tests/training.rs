@@ -138,6 +138,7 @@ fn training_refines_generalizes_round_trips_and_repeats() {
             table: Some(Arc::new(out.table.clone())),
             loads: PolicyLoads::uniform(Default::default()),
             homes: balancer::policy::DEFAULT_HOMES,
+            evidence: balancer::policy::DEFAULT_EVIDENCE,
             admission: None,
         },
     )
@@ -259,6 +260,7 @@ fn on_test(trace: &Trace, table: &VotingTable) -> cache_sim::sim::SimResult {
             table: Some(Arc::new(table.clone())),
             loads: PolicyLoads::uniform(Default::default()),
             homes: balancer::policy::DEFAULT_HOMES,
+            evidence: balancer::policy::DEFAULT_EVIDENCE,
             admission: None,
         },
     )

@@ -68,6 +68,10 @@ pub struct RoutingArgs {
     /// chosen one's is a home of the query too, and the least loaded home takes it (0: off).
     #[arg(long, default_value_t = balancer::policy::DEFAULT_HOMES)]
     pub homes: f64,
+    /// `table`: the weight of the shadow caches' evidence beside the table's votes (the
+    /// balancer's `[policy] cache_evidence`; 0: the table alone).
+    #[arg(long, default_value_t = balancer::policy::DEFAULT_EVIDENCE)]
+    pub cache_evidence: f64,
 }
 
 impl RoutingArgs {
@@ -75,6 +79,12 @@ impl RoutingArgs {
     pub fn validate(&self) -> Result<()> {
         if !(0.0..=1.0).contains(&self.homes) {
             bail!("--homes {} is not in [0, 1]", self.homes);
+        }
+        if !(self.cache_evidence >= 0.0 && self.cache_evidence.is_finite()) {
+            bail!(
+                "--cache-evidence {} is not a finite number >= 0",
+                self.cache_evidence
+            );
         }
         Ok(())
     }

@@ -79,12 +79,15 @@ fn busiest_flash_bytes(r: &Value) -> f64 {
     num(r, "flash_bytes_per_query") * num(r, "flash_share_max")
 }
 
-/// Every policy other than the table whose query imbalance is within the bound; the set
-/// must hold term-vote, the design's baseline, so it is never empty.
+/// Every policy other than the table whose query imbalance is within the bound, but
+/// `cache-aware`, which reads fewer bytes than the table in simulation and is checked on
+/// its own ([`check_cache_aware`]); the set must hold term-vote, the design's baseline, so
+/// it is never empty.
 fn balanced_rivals(results: &[Value]) -> Vec<&Value> {
     let rivals: Vec<&Value> = results
         .iter()
-        .filter(|r| r["policy"] != "table" && num(r, "imbalance") <= BALANCED)
+        .filter(|r| !["table", "cache-aware"].contains(&r["policy"].as_str().unwrap_or("")))
+        .filter(|r| num(r, "imbalance") <= BALANCED)
         .collect();
     assert!(
         rivals.iter().any(|r| r["policy"] == "term-vote"),
@@ -92,6 +95,22 @@ fn balanced_rivals(results: &[Value]) -> Vec<&Value> {
         row(results, "term-vote")["imbalance"]
     );
     rivals
+}
+
+/// The peer that wins in simulation: `cache-aware` (routing by the shadow caches, no load
+/// bound) reads no more bytes than the table, at a busiest flash share above the table's
+/// (docs/results.md, "The peers side by side"). A table that overtakes it, or a
+/// `cache-aware` that loses its lead, changes what the docs say: the claim fails then.
+fn check_cache_aware(claims: &mut Claims, results: &[Value], what: &str) {
+    let (t, c) = (row(results, "table"), row(results, "cache-aware"));
+    let (tm, cm) = (num(t, "miss_bytes_ratio"), num(c, "miss_bytes_ratio"));
+    let (tf, cf) = (num(t, "flash_share_max"), num(c, "flash_share_max"));
+    claims.check(cm <= tm && cf > tf, || {
+        format!(
+            "{what}: cache-aware reads {cm:.4} at a busiest share {cf:.3}, the table {tm:.4} at \
+             {tf:.3}: the docs say cache-aware reads fewer bytes at a busier replica"
+        )
+    });
 }
 
 /// Claims the table is at least `lead` (a fraction) below every balanced rival.
@@ -163,7 +182,7 @@ fn eval_standard(log: &Path, freq: &Path, extra: &[&str]) -> Value {
 #[test]
 #[cfg_attr(
     not(ballot_data),
-    ignore = "needs the real logs: run with BALLOT_DATA=../shared/data (docs/testing.md)"
+    ignore = "needs the real logs: set BALLOT_DATA to their folder (docs/testing.md)"
 )]
 fn standard_evaluation_orders_the_policies() {
     let Some((log, freq)) = standard_data() else {
@@ -189,11 +208,13 @@ fn standard_evaluation_orders_the_policies() {
 
 /// Why the replica caches with SIEVE by default (`EvictionKind::SERVING_DEFAULT`): on the
 /// standard evaluation's log it reads at least 15% fewer flash bytes than LRU under every
-/// untrained routing policy (measured: 20-25% fewer, docs/results.md "SIEVE caches").
+/// untrained routing policy that spreads each list over every replica (measured: 20-25%
+/// fewer, docs/results.md "SIEVE caches"), and at least 10% fewer under `cache-aware`,
+/// which keeps a list where it is cached already (measured: 13.7%).
 #[test]
 #[cfg_attr(
     not(ballot_data),
-    ignore = "needs the real logs: run with BALLOT_DATA=../shared/data (docs/testing.md)"
+    ignore = "needs the real logs: set BALLOT_DATA to their folder (docs/testing.md)"
 )]
 fn sieve_caches_read_fewer_flash_bytes_than_lru_under_every_policy() {
     let Some((log, freq)) = standard_data() else {
@@ -212,8 +233,12 @@ fn sieve_caches_read_fewer_flash_bytes_than_lru_under_every_policy() {
         let policy = r["policy"].as_str().unwrap();
         let l = num(r, "miss_bytes_ratio");
         let s = num(row(sieve, policy), "miss_bytes_ratio");
-        claims.check(s <= 0.85 * l, || {
-            format!("{policy}: sieve {s:.4} is not 15% below lru {l:.4}")
+        let lead = if policy == "cache-aware" { 0.10 } else { 0.15 };
+        claims.check(s <= (1.0 - lead) * l, || {
+            format!(
+                "{policy}: sieve {s:.4} is not {:.0}% below lru {l:.4}",
+                lead * 100.0
+            )
         });
     }
     claims.finish();
@@ -222,7 +247,7 @@ fn sieve_caches_read_fewer_flash_bytes_than_lru_under_every_policy() {
 #[test]
 #[cfg_attr(
     not(ballot_data),
-    ignore = "needs the real logs: run with BALLOT_DATA=../shared/data (docs/testing.md)"
+    ignore = "needs the real logs: set BALLOT_DATA to their folder (docs/testing.md)"
 )]
 fn learned_tables_lead_every_balanced_policy_on_the_grid() {
     let Some((log, freq)) = standard_data() else {
@@ -243,6 +268,7 @@ fn learned_tables_lead_every_balanced_policy_on_the_grid() {
         format!("the table's busiest replica reads {busiest:.3} of the flash bytes (> 1.2 / R)")
     });
     check_lead(&mut claims, results, 0.10, "R = 8, 5% caches");
+    check_cache_aware(&mut claims, results, "R = 8, 5% caches");
     let tv = row(results, "term-vote");
     let (t_novel, tv_novel) = (
         num(table, "novel_miss_bytes_ratio"),
@@ -281,7 +307,7 @@ fn learned_tables_lead_every_balanced_policy_on_the_grid() {
 #[test]
 #[cfg_attr(
     not(ballot_data),
-    ignore = "needs the real logs: run with BALLOT_DATA=../shared/data (docs/testing.md)"
+    ignore = "needs the real logs: set BALLOT_DATA to their folder (docs/testing.md)"
 )]
 fn a_table_trained_on_the_past_leads_on_the_future() {
     let Some(log) = real_data("aol-2006-top1000users-timeordered.tsv.gz") else {
@@ -355,7 +381,7 @@ fn train_and_score(log: &Path, freq: &Path, dir: &Path, name: &str, extra: &[&st
 #[test]
 #[cfg_attr(
     not(ballot_data),
-    ignore = "needs the real logs: run with BALLOT_DATA=../shared/data (docs/testing.md)"
+    ignore = "needs the real logs: set BALLOT_DATA to their folder (docs/testing.md)"
 )]
 fn a_sampled_refinement_matches_the_full_one() {
     let Some((log, freq)) = standard_data() else {
@@ -377,16 +403,18 @@ fn a_sampled_refinement_matches_the_full_one() {
 }
 
 /// One table trained for the standard evaluation's 5% LRU caches stays ahead of every other
-/// policy when the replicas get 2% or 10% caches, LRU or SIEVE: an operator who changes the
-/// replicas' memory need not retrain to stay ahead (measured: docs/results.md "Toward one
-/// big cache"), with or without caching a list only at its homes (`--cache-admission
+/// policy but `cache-aware` when the replicas get 2% or 10% caches, LRU or SIEVE: an
+/// operator who changes the replicas' memory need not retrain to stay ahead (measured:
+/// docs/results.md "Toward one big cache"). `cache-aware` reads fewer bytes than the table
+/// at a busier replica (as `check_cache_aware` at 5%), except where the table caches a list
+/// only at its homes at 2%: there the table leads every policy. With or without caching a list only at its homes (`--cache-admission
 /// 0.5`, which holds up to the 5% the table was trained for). `--breakdown` accounts for
 /// every byte the table misses. The admission rule takes the standard evaluation at least
 /// 8% lower, under 0.285 (measured: 0.2788 against 0.3167).
 #[test]
 #[cfg_attr(
     not(ballot_data),
-    ignore = "needs the real logs: run with BALLOT_DATA=../shared/data (docs/testing.md)"
+    ignore = "needs the real logs: set BALLOT_DATA to their folder (docs/testing.md)"
 )]
 fn one_table_leads_at_every_cache_size() {
     let Some((log, freq)) = standard_data() else {
@@ -467,7 +495,23 @@ fn one_table_leads_at_every_cache_size() {
             let t = num(table_row, "miss_bytes_ratio");
             table_at.insert((eviction.clone(), admission, frac.to_string()), t);
             assert!(at.len() >= 9, "every policy ran at {frac}");
-            for r in at.iter().filter(|r| r["policy"] != "table") {
+            // Caching only at its homes, at caches smaller than it was trained for, takes
+            // the table below cache-aware too.
+            let peer_leads = !(admission && frac < 0.05);
+            let peer = at.iter().find(|r| r["policy"] == "cache-aware").unwrap();
+            let (pm, pf) = (num(peer, "miss_bytes_ratio"), num(peer, "flash_share_max"));
+            let tf = num(table_row, "flash_share_max");
+            claims.check(!peer_leads || (pm < t && pf > tf), || {
+                format!(
+                    "{eviction} {frac}: cache-aware reads {pm:.4} at a busiest share {pf:.3}, \
+                     the table {t:.4} at {tf:.3}: the docs say cache-aware reads fewer bytes \
+                     at a busier replica"
+                )
+            });
+            let others = at.iter().filter(|r| {
+                r["policy"] != "table" && (!peer_leads || r["policy"] != "cache-aware")
+            });
+            for r in others {
                 let o = num(r, "miss_bytes_ratio");
                 claims.check(t < o, || {
                     format!(

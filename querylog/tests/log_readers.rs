@@ -509,7 +509,7 @@ fn real_file(name: &str) -> Option<PathBuf> {
 #[test]
 #[cfg_attr(
     not(ballot_data),
-    ignore = "needs the real logs: run with BALLOT_DATA=../shared/data (docs/testing.md)"
+    ignore = "needs the real logs: set BALLOT_DATA to their folder (docs/testing.md)"
 )]
 fn real_aol_1m_collapses_to_554541() {
     let Some(path) = real_file("aol-2006-1m-queries.txt.gz") else {
@@ -534,7 +534,7 @@ fn real_aol_1m_collapses_to_554541() {
 #[test]
 #[cfg_attr(
     not(ballot_data),
-    ignore = "needs the real logs: run with BALLOT_DATA=../shared/data (docs/testing.md)"
+    ignore = "needs the real logs: set BALLOT_DATA to their folder (docs/testing.md)"
 )]
 fn real_aol_tsv_reads_clean() {
     let Some(path) = real_file("aol-2006-top1000users-timeordered.tsv.gz") else {

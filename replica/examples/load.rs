@@ -11,8 +11,7 @@
 //! cargo run --release -p replica --example load -- ADDR [CONNS] [SECS] [QUERIES] [OFFSET]
 //! ```
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
@@ -114,13 +113,15 @@ fn worker(
     stride: usize,
     deadline: Instant,
 ) -> Result<(Vec<u32>, [u64; 3])> {
-    let mut conn = Conn::open(addr)?;
+    // The tests' keep-alive client (e2e::Conn), with a generous per-request limit.
+    let mut conn = e2e::Conn::try_open(addr, Duration::from_secs(30))?;
     let mut lat = Vec::new();
     let mut codes = [0u64; 3];
     let mut i = first % queries.len();
     while Instant::now() < deadline {
         let t = Instant::now();
-        let (status, _) = conn.get(&format!("/search?q={}&k=10", queries[i]))?;
+        conn.try_send("GET", &format!("/search?q={}&k=10", queries[i]), &[], b"")?;
+        let status = conn.read_response()?.status;
         lat.push(t.elapsed().as_micros() as u32);
         codes[match status {
             200 => 0,
@@ -132,59 +133,12 @@ fn worker(
     Ok((lat, codes))
 }
 
-/// A keep-alive HTTP/1.1 connection.
-struct Conn {
-    reader: BufReader<TcpStream>,
-}
-
-impl Conn {
-    fn open(addr: SocketAddr) -> Result<Conn> {
-        let s = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
-        s.set_read_timeout(Some(Duration::from_secs(30)))?;
-        s.set_nodelay(true)?;
-        Ok(Conn {
-            reader: BufReader::new(s),
-        })
-    }
-
-    fn get(&mut self, path: &str) -> Result<(u16, Vec<u8>)> {
-        write!(
-            self.reader.get_mut(),
-            "GET {path} HTTP/1.1\r\nHost: replica\r\n\r\n"
-        )?;
-        let mut line = String::new();
-        self.reader.read_line(&mut line)?;
-        let status: u16 = line
-            .split(' ')
-            .nth(1)
-            .and_then(|c| c.parse().ok())
-            .context("status line")?;
-        let mut len = 0usize;
-        loop {
-            line.clear();
-            self.reader.read_line(&mut line)?;
-            let l = line.trim_end();
-            if l.is_empty() {
-                break;
-            }
-            if let Some((k, v)) = l.split_once(':') {
-                if k.eq_ignore_ascii_case("content-length") {
-                    len = v.trim().parse()?;
-                }
-            }
-        }
-        let mut body = vec![0u8; len];
-        self.reader.read_exact(&mut body)?;
-        Ok((status, body))
-    }
-}
-
 fn stats(addr: SocketAddr) -> Result<Value> {
-    let (status, body) = Conn::open(addr)?.get("/stats")?;
-    if status != 200 {
-        bail!("/stats answered {status}");
+    let r = e2e::get(addr, "/stats");
+    if r.status != 200 {
+        bail!("/stats answered {}", r.status);
     }
-    Ok(serde_json::from_slice(&body)?)
+    Ok(serde_json::from_str(&r.text())?)
 }
 
 /// Form-encodes a query.

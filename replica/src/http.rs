@@ -254,11 +254,12 @@ async fn search(
     let result = tokio::task::spawn_blocking(move || {
         let _guard = guard;
         let _reservation = reservation;
-        engine.run(plan, k)
+        let ran = Instant::now();
+        engine.run(plan, k).map(|a| (a, ran.elapsed()))
     })
     .await;
     match result {
-        Ok(Ok(a)) => {
+        Ok(Ok((a, service))) => {
             // The flash bytes this query read here, for a balancer that bounds work
             // (`load = "work"`): it reads the header without parsing the body.
             let miss_bytes = a.cache.miss_bytes;
@@ -276,7 +277,13 @@ async fn search(
             // The same, and the backlog, as an ORCA load report (`endpoint-load-metrics`),
             // which any balancer that reads ORCA understands.
             let mut report = String::with_capacity(80);
-            data::load_report::write_text(&mut report, miss_bytes, stats.inflight_now());
+            let service_ms = service.as_secs_f64() * 1e3;
+            data::load_report::write_text(
+                &mut report,
+                miss_bytes,
+                service_ms,
+                stats.inflight_now(),
+            );
             let headers = resp.headers_mut();
             headers.insert(MISS_BYTES_HEADER, HeaderValue::from(miss_bytes));
             if let Ok(v) = HeaderValue::from_str(&report) {

@@ -44,6 +44,7 @@ pub struct Gate {
     name: &'static str,
     limits: Limits,
     slots: Arc<Semaphore>,
+    date_header: bool,
 }
 
 impl Gate {
@@ -54,7 +55,19 @@ impl Gate {
             name,
             limits,
             slots: Arc::new(Semaphore::new(limits.max_connections)),
+            date_header: true,
         })
+    }
+
+    /// A gate like [`Gate::new`] whose answers get no `Date` header of this server: a
+    /// proxy relays its origin's (RFC 9110 section 6.6.1 asks it of origin servers) and,
+    /// like HAProxy, adds none.
+    pub fn proxy(name: &'static str, limits: Limits) -> Arc<Gate> {
+        let mut gate = Gate::new(name, limits);
+        if let Some(g) = Arc::get_mut(&mut gate) {
+            g.date_header = false;
+        }
+        gate
     }
 
     /// The limits.
@@ -225,7 +238,7 @@ pub async fn serve<M, S, B>(
         let task = connection(
             tcp,
             make(peer),
-            *gate.limits(),
+            (*gate.limits(), gate.date_header),
             stop.clone(),
             permit,
             close_rx.clone(),
@@ -257,7 +270,7 @@ fn drive<C: Future>(
 async fn connection<S, B>(
     tcp: TcpStream,
     svc: S,
-    limits: Limits,
+    (limits, date_header): (Limits, bool),
     stop: watch::Receiver<bool>,
     permit: OwnedSemaphorePermit,
     close: watch::Receiver<()>,
@@ -275,6 +288,7 @@ async fn connection<S, B>(
     let mut conn = pin!(http1::Builder::new()
         .max_buf_size(MAX_BUF)
         .max_header_size(MAX_HEAD)
+        .auto_date_header(date_header)
         .serve_connection(TokioIo::new(io), svc));
     let mut clock = Clock::new(Arc::clone(&state), &limits);
     let ended = tokio::select! {

@@ -2,8 +2,6 @@
 //! built from it, its size table, searches, and the HTTP API over loopback.
 
 use std::collections::BTreeSet;
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -137,19 +135,10 @@ fn the_tantivy_index_holds_the_replica_documents_and_its_sizes() {
     );
 }
 
-/// One HTTP/1.1 request with `Connection: close`; the status and the JSON body.
+/// One request (the tests' HTTP client, `e2e::get`): the status and the JSON body.
 fn get(addr: std::net::SocketAddr, target: &str) -> (u16, Value) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    write!(
-        s,
-        "GET {target} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut text = String::new();
-    s.read_to_string(&mut text).unwrap();
-    let status = text[9..12].parse().unwrap();
-    let body = &text[text.find("\r\n\r\n").unwrap() + 4..];
-    (status, serde_json::from_str(body).unwrap())
+    let r = e2e::get(addr, target);
+    (r.status, r.json())
 }
 
 #[test]

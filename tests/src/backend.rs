@@ -512,6 +512,21 @@ impl Backend {
         self.addr.to_string()
     }
 
+    /// The balancer config's `[[replicas]]` sections for `backends`, one each, named and
+    /// addressed as the backend.
+    pub fn replica_sections<'a>(backends: impl IntoIterator<Item = &'a Backend>) -> String {
+        backends
+            .into_iter()
+            .map(|b| {
+                format!(
+                    "\n[[replicas]]\nname = \"{}\"\naddress = \"{}\"\n",
+                    b.name(),
+                    b.addr
+                )
+            })
+            .collect()
+    }
+
     /// Its base URL, `http://127.0.0.1:PORT`.
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)

@@ -133,10 +133,7 @@ impl Balancer {
     /// The value of the one series `name{labels}` (`labels` as exported, e.g.
     /// `replica="r0"`); `None` when the balancer exports no such series.
     pub fn series(&self, name: &str, labels: &str) -> Option<f64> {
-        let prefix = format!("{name}{{{labels}}} ");
-        self.metrics()
-            .lines()
-            .find_map(|l| l.strip_prefix(&prefix)?.trim().parse().ok())
+        data::prometheus::sum(&self.metrics(), name, |s| s.labels == labels)
     }
 
     /// `GET /admin/replicas`: the replicas' states.

@@ -82,15 +82,9 @@ pub fn real_data(name: &str) -> Option<PathBuf> {
 }
 
 /// The sum over its labels of metric `name` in a Prometheus text exposition (`GET
-/// /metrics`), or `None` when no sample of it is there.
+/// /metrics`), or `None` when no sample of it is there ([`data::prometheus`]).
 pub fn prometheus_sum(text: &str, name: &str) -> Option<f64> {
-    let mut samples = text
-        .lines()
-        .filter(|l| l.starts_with(name) && l[name.len()..].starts_with([' ', '{']))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .peekable();
-    samples.peek()?;
-    Some(samples.sum())
+    data::prometheus::sum(text, name, |_| true)
 }
 
 /// Polls `cond` every 20 ms until it holds, failing the test with `what` after `limit`;

@@ -36,7 +36,11 @@ const ADMIN_MAX_CONNECTIONS: usize = 64;
 
 /// ballot's cache-aware HTTP load balancer.
 #[derive(Parser, Debug)]
-#[command(name = "balancer", version, about)]
+#[command(
+    name = "balancer",
+    version,
+    about = "ballot's cache-aware HTTP load balancer: routes searches by the votes of their terms"
+)]
 struct Args {
     /// The TOML configuration file.
     #[arg(long)]
@@ -158,7 +162,7 @@ async fn run(cfg: Validated, workers: usize) -> anyhow::Result<()> {
         }
     });
 
-    let gate = serving::Gate::new("client", limits);
+    let gate = serving::Gate::proxy("client", limits);
     let client_srv = front::serve_client(
         client,
         Arc::clone(&app.lb),

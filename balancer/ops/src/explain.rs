@@ -13,8 +13,9 @@ use axum::extract::{Query, State as AxState};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use balancer::explain::explain;
+use balancer::explain::{explain, Rule};
 use balancer::explain_doc::{terms_of, to_json, to_text, Context};
+use balancer::load::Signaled;
 use balancer::policy::vote::VoteSource;
 use balancer_server::pipeline::json_error;
 use balancer_server::router::hash_hex;
@@ -77,12 +78,17 @@ pub async fn explain_query(
         None => &*table.current,
     };
     let homes = lb.cfg.config.policy.homes;
+    let rule = Rule {
+        replicas: table.replicas,
+        eps: lb.cfg.config.eps,
+        homes,
+        evidence: lb.cfg.config.policy.cache_evidence,
+    };
+    let view = Signaled::new(&view, shard.signals(&members));
     let e = explain(
         source,
         &hashes,
-        table.replicas,
-        lb.cfg.config.eps,
-        homes,
+        rule,
         &view,
         // A draw of its own: asking routes nothing, so it leaves the routing seed alone.
         &mut data::rng::Rng::new(hashes.first().copied().unwrap_or(1)),
@@ -91,7 +97,7 @@ pub async fn explain_query(
         (0..table.replicas)
             .map(|i| {
                 let rep = members.slots.get(i)?.as_ref()?;
-                Some(shadow.peek(i, rep, &hashes))
+                Some(shadow.peek(i, rep.owner(), &hashes))
             })
             .collect()
     });

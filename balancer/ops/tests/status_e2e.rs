@@ -61,13 +61,7 @@ fn start(backends: &[&Backend], load: &str, extra: &str) -> (Balancer, tempfile:
          [policy]\n{}\n[shadow]\ncache_bytes = 5000\neviction = \"lru\"\n",
         policy(dir.path())
     );
-    for b in backends {
-        s += &format!(
-            "\n[[replicas]]\nname = \"{}\"\naddress = \"{}\"\n",
-            b.name(),
-            b.address()
-        );
-    }
+    s += &Backend::replica_sections(backends.iter().copied());
     (Balancer::start(BALANCER, &s), dir)
 }
 

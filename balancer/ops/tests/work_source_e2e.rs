@@ -46,13 +46,7 @@ fn start(backends: &[Backend], extra: &str, policy: &str, tail: &str) -> Balance
          load = \"work\"\neps = 10.0\n{extra}\n\
          [health]\ninterval_ms = 100\ntimeout_ms = 500\n\n[policy]\n{policy}\n{tail}\n"
     );
-    for b in backends {
-        s += &format!(
-            "\n[[replicas]]\nname = \"{}\"\naddress = \"{}\"\n",
-            b.name(),
-            b.address()
-        );
-    }
+    s += &Backend::replica_sections(backends);
     Balancer::start(BALANCER, &s)
 }
 
@@ -252,13 +246,7 @@ fn backlog_reports_add_the_other_balancers_requests() {
              load = \"in-flight\"\nbacklog_reports_ms = {report_ms}\n\n\
              [policy]\nname = \"least-loaded\"\n"
         );
-        for b in &backends {
-            s += &format!(
-                "\n[[replicas]]\nname = \"{}\"\naddress = \"{}\"\n",
-                b.name(),
-                b.address()
-            );
-        }
+        s += &Backend::replica_sections(&backends);
         let bal = Balancer::start(BALANCER, &s);
         one_at_a_time(&bal, 30);
         let served = backends.iter().map(Backend::received).collect();

@@ -19,6 +19,7 @@ use http::StatusCode;
 use serde_json::Value;
 
 use super::{Route, Source};
+use crate::sink::TextSink;
 
 /// What a route reads of a request.
 #[derive(Clone, Copy, Debug)]
@@ -89,6 +90,15 @@ pub enum Unreadable {
     /// The body had not arrived by the request's deadline.
     #[error("the request body did not arrive within the request's deadline")]
     BodyTimeout,
+    /// The body's `Content-Encoding` is not one the balancer decodes.
+    #[error("the request body's content coding {0:?} is not gzip or deflate")]
+    Coding(String),
+    /// The body's content coding does not decode.
+    #[error("the request body does not decode: {0}")]
+    Corrupt(String),
+    /// The query DSL or request body was read, and no clause of it carries text.
+    #[error("no clause of the {0} carries query text")]
+    NoText(&'static str),
 }
 
 impl Unreadable {
@@ -109,6 +119,9 @@ impl Unreadable {
             Unreadable::BodyTooLarge(_) => "body_too_large",
             Unreadable::Body(_) => "bad_body",
             Unreadable::BodyTimeout => "body_timeout",
+            Unreadable::Coding(_) => "unsupported_coding",
+            Unreadable::Corrupt(_) => "bad_coding",
+            Unreadable::NoText(_) => "no_text",
         }
     }
 
@@ -119,17 +132,23 @@ impl Unreadable {
             Unreadable::NoRoute => StatusCode::NOT_FOUND,
             Unreadable::BodyTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Unreadable::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
+            Unreadable::Coding(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             _ => StatusCode::BAD_REQUEST,
         }
     }
 
     /// Whether it is about the body's bytes (then a fallback policy cannot forward the
-    /// request either: the balancer does not hold the body).
+    /// request either: the balancer does not hold the body, or it is too large).
     pub fn is_body(&self) -> bool {
         matches!(
             self,
             Unreadable::BodyTooLarge(_) | Unreadable::Body(_) | Unreadable::BodyTimeout
         )
+    }
+
+    /// The error of reading an engine's request body (`what`: the query DSL, ...).
+    fn dsl(e: crate::es_dsl::DslError) -> Unreadable {
+        Unreadable::BadJson(e.to_string())
     }
 }
 
@@ -242,6 +261,127 @@ fn json<'a>(
     Ok(Cow::Owned(text.to_owned()))
 }
 
+/// What an engine reader found in a sink: its text, or why there is none.
+fn text_of<'a>(sink: TextSink, what: &'static str) -> Result<Cow<'a, str>, Unreadable> {
+    if sink.clauses() == 0 {
+        return Err(Unreadable::NoText(what));
+    }
+    Ok(Cow::Owned(sink.into_text()))
+}
+
+/// An Elasticsearch or OpenSearch search (`_search`, `_count`; `_msearch` when `ndjson`):
+/// URI search's `q` parameter when there is one (the clients send it by `GET` or by a
+/// `POST` with no body), else the text clauses of the query DSL in the body.
+fn elasticsearch<'a>(
+    req: &Request<'a>,
+    ndjson: bool,
+    limit: usize,
+) -> Result<Cow<'a, str>, Unreadable> {
+    let uri = || Field {
+        place: "query parameter",
+        name: "q".to_owned(),
+    };
+    if let Some(found) = req
+        .query
+        .and_then(|qs| form_value(qs, "q", uri, "query string", limit))
+    {
+        return found;
+    }
+    if req.body.is_empty() {
+        return Err(Unreadable::Missing(Field {
+            place: "URI search parameter or query DSL body",
+            name: "q".to_owned(),
+        }));
+    }
+    let mut sink = TextSink::new(limit);
+    if ndjson {
+        crate::es_dsl::msearch(req.body, &mut sink).map_err(Unreadable::dsl)?;
+        return text_of(sink, "searches");
+    }
+    let doc: Value =
+        serde_json::from_slice(req.body).map_err(|e| Unreadable::BadJson(e.to_string()))?;
+    crate::es_dsl::search_body(&doc, &mut sink).map_err(Unreadable::dsl)?;
+    text_of(sink, "query DSL")
+}
+
+/// A Solr search: the JSON Request API's body (`{"query": ..., "params": {...}}`) when the
+/// body is JSON, else the parameters of a form body and of the URL (`q`, else `q.alt`, or
+/// a `json` parameter holding a request body), the body's first.
+fn solr<'a>(req: &Request<'a>, limit: usize) -> Result<Cow<'a, str>, Unreadable> {
+    let mut sink = TextSink::new(limit);
+    let json_body = !req.body.is_empty()
+        && (req.body.trim_ascii_start().first() == Some(&b'{') || is_json(req.content_type));
+    if json_body {
+        let doc: Value =
+            serde_json::from_slice(req.body).map_err(|e| Unreadable::BadJson(e.to_string()))?;
+        crate::solr_json::request_body(&doc, &mut sink).map_err(Unreadable::dsl)?;
+        return text_of(sink, "JSON request");
+    }
+    let body = if req.body.is_empty() {
+        ""
+    } else if is_form(req.content_type) {
+        std::str::from_utf8(req.body).map_err(|_| Unreadable::BadForm("its bytes are not UTF-8"))?
+    } else {
+        return Err(Unreadable::ContentType);
+    };
+    let get = |name: &str| {
+        [body, req.query.unwrap_or("")]
+            .into_iter()
+            .find_map(|encoded| params(encoded).find(|p| p.key == name)?.value(limit).ok())
+            .map(Cow::into_owned)
+    };
+    crate::solr_json::params_text(&get, &mut sink).map_err(Unreadable::dsl)?;
+    if sink.clauses() == 0 {
+        return Err(Unreadable::Missing(Field {
+            place: "parameter or form field",
+            name: "q".to_owned(),
+        }));
+    }
+    Ok(Cow::Owned(sink.into_text()))
+}
+
+/// Whether `content_type` is a JSON media type (`application/json`, and the vendor types
+/// such as Elasticsearch's `application/vnd.elasticsearch+json`).
+fn is_json(content_type: Option<&[u8]>) -> bool {
+    let Some(ct) = content_type else { return false };
+    let media = ct
+        .split(|&b| b == b';')
+        .next()
+        .unwrap_or_default()
+        .trim_ascii();
+    media.eq_ignore_ascii_case(b"application/json")
+        || media.to_ascii_lowercase().ends_with(b"+json")
+}
+
+/// `body` with the content codings of `encoding` (its `Content-Encoding`) undone, at most
+/// `limit` decoded bytes: past it the request is refused as too large, whatever reads it,
+/// and decoding stops there (a small body that would expand past the limit costs no more
+/// than the limit).
+pub fn decoded<'a>(
+    body: &'a [u8],
+    encoding: Option<&[u8]>,
+    limit: usize,
+) -> Result<Cow<'a, [u8]>, Unreadable> {
+    use crate::encoding::{decode, parse, DecodeError};
+    let Some(value) = encoding.filter(|_| !body.is_empty()) else {
+        return Ok(Cow::Borrowed(body));
+    };
+    let codings = parse(value).map_err(|e| match e {
+        DecodeError::Unsupported(c) => Unreadable::Coding(c),
+        other => Unreadable::Corrupt(other.to_string()),
+    })?;
+    if codings.is_empty() {
+        return Ok(Cow::Borrowed(body));
+    }
+    decode(body, &codings, limit)
+        .map(Cow::Owned)
+        .map_err(|e| match e {
+            DecodeError::TooLarge(_) => Unreadable::BodyTooLarge(limit as u64),
+            DecodeError::Unsupported(c) => Unreadable::Coding(c),
+            DecodeError::Corrupt(why) => Unreadable::Corrupt(why),
+        })
+}
+
 /// The query text `route` reads in `req`, at most `limit` bytes.
 pub fn extract<'a>(
     route: &Route,
@@ -252,6 +392,9 @@ pub fn extract<'a>(
         Source::Param(name) => param(req, name, limit),
         Source::Form(name) => form(req, name, limit),
         Source::Json(pointer) => json(req, pointer, limit),
+        Source::Elasticsearch => elasticsearch(req, false, limit),
+        Source::ElasticsearchNdjson => elasticsearch(req, true, limit),
+        Source::Solr => solr(req, limit),
     }
 }
 
@@ -434,7 +577,9 @@ mod tests {
 
     #[test]
     fn a_match_field_takes_a_string_or_an_object_with_a_query() {
-        let (_, _, source) = Preset::ElasticsearchMatch.route(Some("title")).unwrap();
+        let source = Preset::ElasticsearchMatch.routes(Some("title")).unwrap()[0]
+            .source
+            .clone();
         let r = route(source);
         let read =
             |body: &str| extract(&r, &req(None, None, body.as_bytes()), 64).map(|c| c.into_owned());
@@ -480,5 +625,192 @@ mod tests {
         );
         assert!(Unreadable::BodyTooLarge(9).is_body() && !Unreadable::NoRoute.is_body());
         assert_eq!(Unreadable::NoRoute.to_string(), "no such path");
+    }
+
+    /// The query text the preset `name` reads from a `method` request to `path`: the first
+    /// of its matching routes that reads one, as the balancer tries them.
+    fn by_preset(
+        name: &str,
+        method: &str,
+        target: &str,
+        ct: Option<&str>,
+        body: &[u8],
+    ) -> Result<String, Unreadable> {
+        let routes = Routes::compile(&[crate::RouteConfig {
+            preset: Some(name.into()),
+            ..Default::default()
+        }])
+        .unwrap();
+        let (path, query) = target
+            .split_once('?')
+            .map_or((target, None), |(p, q)| (p, Some(q)));
+        let method: http::Method = method.parse().unwrap();
+        let read = req(query, ct.map(str::as_bytes), body);
+        let mut first = None;
+        for i in routes.matching(&method, path).iter() {
+            match extract(routes.get(i), &read, 4096) {
+                Ok(q) => return Ok(q.into_owned()),
+                Err(e) => {
+                    first.get_or_insert(e);
+                }
+            }
+        }
+        Err(first.unwrap_or(Unreadable::NoRoute))
+    }
+
+    #[test]
+    fn elasticsearch_reads_uri_searches_and_the_query_dsl() {
+        const VND: Option<&str> = Some("application/vnd.elasticsearch+json; compatible-with=9");
+        let es =
+            |m: &str, t: &str, body: &str| by_preset("elasticsearch", m, t, VND, body.as_bytes());
+        // URI search by GET, and by a POST with no body (the Python clients' form).
+        assert_eq!(
+            es("GET", "/books/_search?q=red%20fox", "").unwrap(),
+            "red fox"
+        );
+        assert_eq!(
+            es("POST", "/books/_search?q=red+fox", "").unwrap(),
+            "red fox"
+        );
+        let body = r#"{"query":{"bool":{"must":[{"match":{"title":"red"}}],"filter":{"term":{"tag":"fox"}}}},"size":3}"#;
+        assert_eq!(es("POST", "/books/_search", body).unwrap(), "red fox");
+        assert_eq!(
+            es(
+                "POST",
+                "/_count",
+                r#"{"query":{"match_phrase":{"t":"quick dog"}}}"#
+            )
+            .unwrap(),
+            "quick dog"
+        );
+        let ndjson = "{\"index\":\"books\"}\n{\"query\":{\"match\":{\"t\":\"red\"}}}\n{}\n{\"query\":{\"match\":{\"t\":\"fox\"}}}\n";
+        assert_eq!(es("POST", "/_msearch", ndjson).unwrap(), "red fox");
+        assert_eq!(
+            es("GET", "/books/_search", "").unwrap_err().kind(),
+            "missing_q"
+        );
+        assert_eq!(
+            es("POST", "/b/_search", r#"{"query":{"match_all":{}}}"#)
+                .unwrap_err()
+                .kind(),
+            "no_text"
+        );
+        assert_eq!(
+            es("POST", "/b/_search", "{").unwrap_err().kind(),
+            "bad_json"
+        );
+        // A template's text is in its stored script: no route of the preset takes it.
+        assert_eq!(
+            es("POST", "/b/_search/template", "{}").unwrap_err(),
+            Unreadable::NoRoute
+        );
+        assert_eq!(
+            by_preset("opensearch", "GET", "/b/_search?q=x", None, b"").unwrap(),
+            "x"
+        );
+    }
+
+    #[test]
+    fn solr_reads_params_forms_and_json_requests_on_every_handler_path() {
+        let solr = |m: &str, t: &str, ct: Option<&str>, body: &str| {
+            by_preset("solr", m, t, ct, body.as_bytes())
+        };
+        for path in [
+            "/solr/books/select",
+            "/solr/books/select/",
+            "/solr/books/query",
+            "/solr/books/query/",
+        ] {
+            let target = format!("{path}?q=red+fox&wt=json");
+            assert_eq!(solr("GET", &target, None, "").unwrap(), "red fox", "{path}");
+        }
+        assert_eq!(
+            solr(
+                "GET",
+                "/solr/b/select?defType=edismax&q.alt=title:fox",
+                None,
+                ""
+            )
+            .unwrap(),
+            "title:fox"
+        );
+        let form = Some("application/x-www-form-urlencoded; charset=utf-8");
+        assert_eq!(
+            solr("POST", "/solr/b/select/", form, "q=long+query&wt=json").unwrap(),
+            "long query"
+        );
+        let json = Some("application/json");
+        assert_eq!(
+            solr(
+                "POST",
+                "/solr/b/query",
+                json,
+                r#"{"query":"red fox","params":{"defType":"edismax"}}"#
+            )
+            .unwrap(),
+            "red fox"
+        );
+        assert_eq!(
+            solr(
+                "POST",
+                "/solr/b/query",
+                json,
+                r#"{"query":{"edismax":{"query":"red fox","qf":"title"}}}"#
+            )
+            .unwrap(),
+            "red fox"
+        );
+        assert_eq!(
+            solr("POST", "/solr/b/query", json, r#"{"params":{"q":"fox"}}"#).unwrap(),
+            "fox"
+        );
+        assert_eq!(
+            solr("POST", "/solr/b/select", Some("text/plain"), "alpha")
+                .unwrap_err()
+                .kind(),
+            "bad_content_type"
+        );
+        assert_eq!(
+            solr("GET", "/solr/b/select?rows=1", None, "")
+                .unwrap_err()
+                .kind(),
+            "missing_q"
+        );
+    }
+
+    #[test]
+    fn compressed_bodies_are_read_decoded_and_a_bomb_stops_at_the_limit() {
+        use std::io::Write;
+        let gzip = |data: &[u8]| {
+            let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+            e.write_all(data).unwrap();
+            e.finish().unwrap()
+        };
+        let body = gzip(br#"{"query":{"match":{"title":"red fox"}}}"#);
+        let plain = decoded(&body, Some(b"gzip"), 1024).unwrap();
+        assert_eq!(&plain[..], br#"{"query":{"match":{"title":"red fox"}}}"#);
+        assert!(matches!(decoded(b"x", None, 1024), Ok(Cow::Borrowed(b"x"))));
+        assert!(matches!(
+            decoded(b"x", Some(b"identity"), 1024),
+            Ok(Cow::Borrowed(_))
+        ));
+        let bomb = gzip(&vec![0u8; 64 << 20]);
+        assert!(bomb.len() < 100 << 10, "{} bytes", bomb.len());
+        let e = decoded(&bomb, Some(b"gzip"), 64 << 10).unwrap_err();
+        assert_eq!(
+            (e.kind(), e.status()),
+            ("body_too_large", StatusCode::PAYLOAD_TOO_LARGE)
+        );
+        let e = decoded(b"abc", Some(b"br"), 1024).unwrap_err();
+        assert_eq!(
+            (e.kind(), e.status()),
+            ("unsupported_coding", StatusCode::UNSUPPORTED_MEDIA_TYPE)
+        );
+        assert_eq!(
+            decoded(b"not gzip", Some(b"gzip"), 1024)
+                .unwrap_err()
+                .kind(),
+            "bad_coding"
+        );
     }
 }

@@ -224,6 +224,14 @@ pub enum Source {
     /// The string at this pointer in a JSON body (or the string `query` member of the
     /// object there, as Elasticsearch's `match` takes both).
     Json(Pointer),
+    /// An Elasticsearch or OpenSearch search or count: URI search's `q`, else the query
+    /// DSL's text clauses ([`es_dsl`]).
+    Elasticsearch,
+    /// An Elasticsearch or OpenSearch `_msearch`: the union of its searches' text clauses.
+    ElasticsearchNdjson,
+    /// A Solr search: `q` (or `q.alt`) of the URL or a form body, or the JSON Request API
+    /// ([`solr_json`]).
+    Solr,
 }
 
 /// A compiled route.
@@ -277,15 +285,10 @@ pub struct Routes {
 impl Default for Routes {
     /// The `ballot` preset alone: `GET /search?q=`.
     fn default() -> Self {
-        let (methods, path, source) = Preset::Ballot
-            .route(None)
-            .unwrap_or_else(|_| unreachable!("the ballot preset takes no required field"));
         Routes {
-            routes: vec![Route {
-                methods,
-                path,
-                source,
-            }],
+            routes: Preset::Ballot
+                .routes(None)
+                .unwrap_or_else(|_| unreachable!("the ballot preset takes no required field")),
         }
     }
 }
@@ -300,11 +303,13 @@ impl Routes {
         if configs.len() > MAX_ROUTES {
             return Err((MAX_ROUTES, RouteError::TooMany(configs.len())));
         }
-        let routes = configs
-            .iter()
-            .enumerate()
-            .map(|(i, c)| compile(c).map_err(|e| (i, e)))
-            .collect::<Result<_, _>>()?;
+        let mut routes = Vec::new();
+        for (i, c) in configs.iter().enumerate() {
+            routes.extend(compile(c).map_err(|e| (i, e))?);
+        }
+        if routes.len() > MAX_ROUTES {
+            return Err((configs.len() - 1, RouteError::TooMany(routes.len())));
+        }
         Ok(Routes { routes })
     }
 
@@ -398,7 +403,9 @@ fn field_name(name: &str) -> Result<String, RouteError> {
     Ok(name.to_owned())
 }
 
-fn compile(c: &RouteConfig) -> Result<Route, RouteError> {
+/// The routes of one `[[routes]]` table: a preset's (one per endpoint it covers), or the
+/// one explicit route.
+fn compile(c: &RouteConfig) -> Result<Vec<Route>, RouteError> {
     if let Some(name) = &c.preset {
         let preset: Preset = name.parse()?;
         let explicit = [
@@ -411,15 +418,13 @@ fn compile(c: &RouteConfig) -> Result<Route, RouteError> {
         if let Some((key, _)) = explicit.iter().find(|(_, set)| *set) {
             return Err(RouteError::PresetAndFields(preset, key));
         }
-        let (methods, path, source) = preset.route(c.field.as_deref())?;
-        if let Source::Param(n) | Source::Form(n) = &source {
-            field_name(n)?;
+        let routes = preset.routes(c.field.as_deref())?;
+        for r in &routes {
+            if let Source::Param(n) | Source::Form(n) = &r.source {
+                field_name(n)?;
+            }
         }
-        return Ok(Route {
-            methods,
-            path,
-            source,
-        });
+        return Ok(routes);
     }
     if c.field.is_some() {
         return Err(RouteError::FieldWithoutPreset);
@@ -455,11 +460,11 @@ fn compile(c: &RouteConfig) -> Result<Route, RouteError> {
         (None, None, Some(j)) => Source::Json(Pointer::parse(j).map_err(RouteError::Json)?),
         _ => return Err(RouteError::QuerySources),
     };
-    Ok(Route {
+    Ok(vec![Route {
         methods,
         path,
         source,
-    })
+    }])
 }
 
 /// What becomes of a request that matches no route or whose query cannot be read.

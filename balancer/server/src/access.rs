@@ -1,8 +1,9 @@
 //! The access log, off by default (`access_log = true` turns it on, [`crate::hooks::access`]):
 //! one `tracing` event per client request at target `access`, level info, written when the
-//! response has been relayed to its end (or cut, or refused), with the replica, the routing
-//! reason, the status, the latency in milliseconds from the request's arrival, the upstream
-//! attempts and the request id. The log line's time is the subscriber's timestamp.
+//! response has been relayed to its end (or cut, or refused), with the method and path (not
+//! the query string: it holds the query), the replica, the routing reason, the status, the
+//! latency in milliseconds from the request's arrival, the upstream attempts and the
+//! request id. The log line's time is the subscriber's timestamp.
 
 use std::time::Instant;
 
@@ -15,6 +16,8 @@ pub struct Entry {
     pub start: Instant,
     /// The request id sent upstream and echoed.
     pub request_id: HeaderValue,
+    /// The method and path.
+    pub route: String,
     /// The replica that answered (`-` when none did; `a+b` for a sharded query).
     pub replica: String,
     /// The routing reason (`vote`, `overflow`, `no-vote`, `failover`, or `-`).
@@ -30,6 +33,7 @@ impl Entry {
     pub fn log(&self, outcome: &'static str) {
         tracing::info!(
             target: "access",
+            route = ?self.route,
             replica = %self.replica,
             reason = self.reason,
             status = self.status,

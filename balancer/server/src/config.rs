@@ -1,6 +1,6 @@
 //! The balancer's TOML configuration (every key with its default: docs/balancer.md),
 //! parsed with `deny_unknown_fields` and validated once at start: each value's range and
-//! name are checked by its serde field ([`bounded!`] and the parsed types), the few rules
+//! name are checked by its serde field (the `bounded!` deserializers and the parsed types), the few rules
 //! that tie fields together by [`Config::parse`], so a typo or an impossible value stops
 //! the process with an error that names the file and the field (the way HAProxy and Envoy
 //! refuse a bad config instead of guessing).
@@ -14,7 +14,9 @@ use serde::{Deserialize, Deserializer};
 
 use balancer::load::{LoadKind, WorkSource, MAX_REPLICAS};
 use balancer::policy::admission::CacheAdmission;
-use balancer::policy::{PolicyKind, DEFAULT_EPS, DEFAULT_HOMES};
+use balancer::policy::{
+    CacheScorer, PeerParams, PolicyKind, DEFAULT_EPS, DEFAULT_EVIDENCE, DEFAULT_HOMES,
+};
 use balancer::ring::{DEFAULT_VNODES, MAX_VNODES, MIN_VNODES};
 use balancer_routes::{Fallback, RouteConfig, Routes};
 use eviction::EvictionKind;
@@ -108,11 +110,26 @@ fn non_negative<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
         .ok_or_else(|| serde::de::Error::custom(format!("must be >= 0, got {v}")))
 }
 
+/// `fallback`, when set.
+fn fallback<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Fallback>, D::Error> {
+    parsed(d).map(Some)
+}
+
 /// `policy.homes`: a share in `[0, 1]`.
 fn homes<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
     let v = f64::deserialize(d)?;
     (0.0..=1.0).contains(&v).then_some(v).ok_or_else(|| {
         serde::de::Error::custom(format!("policy.homes must be between 0 and 1, got {v}"))
+    })
+}
+
+/// `policy.cache_evidence`: a finite weight of at least 0.
+fn evidence<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    let v = f64::deserialize(d)?;
+    (v >= 0.0 && v.is_finite()).then_some(v).ok_or_else(|| {
+        serde::de::Error::custom(format!(
+            "policy.cache_evidence must be a finite number of at least 0, got {v}"
+        ))
     })
 }
 
@@ -153,16 +170,16 @@ fn request_path<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
 #[serde(deny_unknown_fields)]
 pub struct HealthConfig {
     /// Time between two checks of one replica.
-    #[serde(default = "default_interval_ms", deserialize_with = "positive_ms")]
+    #[serde(default = "u::<1000>", deserialize_with = "positive_ms")]
     pub interval_ms: u64,
     /// Timeout of one check.
-    #[serde(default = "default_check_timeout_ms", deserialize_with = "positive_ms")]
+    #[serde(default = "u::<500>", deserialize_with = "positive_ms")]
     pub timeout_ms: u64,
     /// Consecutive failed checks that eject a replica.
-    #[serde(default = "default_fall", deserialize_with = "positive_count")]
+    #[serde(default = "c::<3>", deserialize_with = "positive_count")]
     pub fall: u32,
     /// Consecutive passed checks that re-admit an ejected replica.
-    #[serde(default = "default_rise", deserialize_with = "positive_count")]
+    #[serde(default = "c::<2>", deserialize_with = "positive_count")]
     pub rise: u32,
     /// The path checked with `GET` (an engine's own: Solr's `/solr/<core>/admin/ping`).
     #[serde(default = "default_health_path", deserialize_with = "request_path")]
@@ -172,10 +189,10 @@ pub struct HealthConfig {
 impl Default for HealthConfig {
     fn default() -> Self {
         HealthConfig {
-            interval_ms: default_interval_ms(),
-            timeout_ms: default_check_timeout_ms(),
-            fall: default_fall(),
-            rise: default_rise(),
+            interval_ms: 1000,
+            timeout_ms: 500,
+            fall: 3,
+            rise: 2,
             path: default_health_path(),
         }
     }
@@ -195,7 +212,7 @@ pub struct PolicyConfig {
     #[serde(default)]
     pub sizes: Option<PathBuf>,
     /// Virtual nodes per replica for the consistent-hashing policies.
-    #[serde(default = "default_vnodes", deserialize_with = "vnodes")]
+    #[serde(default = "z::<DEFAULT_VNODES>", deserialize_with = "vnodes")]
     pub vnodes: usize,
     /// `table`: a replica whose votes reach this share of the chosen one's is a home of
     /// the query too, and the least loaded home takes it (0: always the top vote).
@@ -205,10 +222,83 @@ pub struct PolicyConfig {
     /// replica caches every list it reads.
     #[serde(default, deserialize_with = "cache_admission")]
     pub cache_admission: Option<CacheAdmission>,
+    /// `table`: the weight of the shadow caches' evidence beside the table's votes
+    /// (`balancer::policy::vote::add_cache_evidence`; 0: the table alone). Read only with
+    /// a `[shadow]` section, whose caches are the evidence.
+    #[serde(default = "default_evidence", deserialize_with = "evidence")]
+    pub cache_evidence: f64,
+    /// `[policy.peers]`: the parameters of the peers' policies (`ars`, `prequal`,
+    /// `cache-aware`), each defaulting to what its source ships.
+    #[serde(default)]
+    pub peers: PeersConfig,
+}
+
+/// The `[policy.peers]` table ([`PeerParams`]; docs/balancer.md names each source).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PeersConfig {
+    /// `prequal`: replicas probed per query.
+    pub probes: usize,
+    /// `prequal`: the RIF quantile above which a probed replica is hot.
+    pub q_rif: f64,
+    /// `cache-aware`: the share of the query's bytes the best replica must hold.
+    pub cache_threshold: f64,
+    /// `cache-aware`: loads are imbalanced when max − min exceeds this...
+    pub balance_abs: u64,
+    /// ...and max exceeds this times min.
+    pub balance_rel: f64,
+    /// `cache-aware`: `"sglang"` (the threshold rule) or `"llm-d"` (a weighted score).
+    pub scorer: String,
+    /// `llm-d`: the weights of the cache match, the queue and the free cache.
+    pub weights: [f64; 3],
+}
+
+impl Default for PeersConfig {
+    fn default() -> Self {
+        let p = PeerParams::default();
+        let CacheScorer::LlmD { prefix, queue, kv } = CacheScorer::LLM_D else {
+            unreachable!("LLM_D is the llm-d scorer")
+        };
+        PeersConfig {
+            probes: p.probes,
+            q_rif: p.q_rif,
+            cache_threshold: p.cache_threshold,
+            balance_abs: p.balance_abs,
+            balance_rel: p.balance_rel,
+            scorer: "sglang".to_owned(),
+            weights: [prefix, queue, kv],
+        }
+    }
+}
+
+impl PeersConfig {
+    /// The policy parameters, or what is wrong with them.
+    pub fn params(&self) -> Result<PeerParams, String> {
+        let [prefix, queue, kv] = self.weights;
+        let scorer = match self.scorer.as_str() {
+            "sglang" => CacheScorer::Sglang,
+            "llm-d" => CacheScorer::LlmD { prefix, queue, kv },
+            other => {
+                return Err(format!(
+                    "policy.peers.scorer: unknown scorer `{other}` (sglang, llm-d)"
+                ))
+            }
+        };
+        let p = PeerParams {
+            probes: self.probes,
+            q_rif: self.q_rif,
+            cache_threshold: self.cache_threshold,
+            balance_abs: self.balance_abs,
+            balance_rel: self.balance_rel,
+            scorer,
+        };
+        p.validate().map_err(|e| format!("policy.peers: {e}"))?;
+        Ok(p)
+    }
 }
 
 /// The `[shadow]` section: one cache per replica in the balancer, of the replica's size and
-/// eviction policy, fed with the terms of the queries routed there ([`crate::shadow`]).
+/// eviction policy, fed with the terms of the queries routed there ([`balancer::shadow`]).
 #[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct ShadowConfig {
@@ -304,10 +394,10 @@ pub struct Config {
     #[serde(default, deserialize_with = "load_kind")]
     pub load: Option<LoadKind>,
     /// Decisions in the trailing window of `load = "window"` and `"work"`.
-    #[serde(default = "default_load_window", deserialize_with = "load_window")]
+    #[serde(default = "z::<10_000>", deserialize_with = "load_window")]
     pub load_window: usize,
     /// With `load = "work"`: the fixed cost of one query, in flash bytes.
-    #[serde(default = "default_work_query_bytes")]
+    #[serde(default = "u::<{ balancer::load::DEFAULT_WORK_QUERY_BYTES }>")]
     pub work_query_bytes: u64,
     /// With `load = "work"`: where a query's flash bytes come from ([`WorkSource`]).
     #[serde(default, deserialize_with = "parsed")]
@@ -319,31 +409,28 @@ pub struct Config {
     #[serde(default = "default_stall_eps", deserialize_with = "non_negative")]
     pub stall_eps: f64,
     /// See `stall_eps`.
-    #[serde(default = "default_stall_slack")]
+    #[serde(default = "u::<{ balancer::load::DEFAULT_STALL_SLACK }>")]
     pub stall_slack: u64,
     /// How long a replica's backlog report counts (0: reports are not used).
     #[serde(default, deserialize_with = "backlog_reports_ms")]
     pub backlog_reports_ms: u64,
     /// Timeout of one upstream attempt (until the response headers).
-    #[serde(
-        default = "default_request_timeout_ms",
-        deserialize_with = "positive_ms"
-    )]
+    #[serde(default = "u::<1000>", deserialize_with = "positive_ms")]
     pub request_timeout_ms: u64,
     /// Deadline of a whole client request, retries included; default
     /// `request_timeout_ms * (retries + 1)`.
     #[serde(default, deserialize_with = "deadline_ms")]
     pub deadline_ms: Option<u64>,
     /// Extra attempts on other replicas after a connect failure or timeout.
-    #[serde(default = "default_retries", deserialize_with = "retries")]
+    #[serde(default = "c::<2>", deserialize_with = "retries")]
     pub retries: u32,
     /// Routed queries over which a reloaded table ramps in (0: at once), and over which a
     /// replica coming back takes its share (its cache refills meanwhile).
-    #[serde(default = "default_ramp_queries", deserialize_with = "ramp_queries")]
+    #[serde(default = "u::<2000>", deserialize_with = "ramp_queries")]
     pub ramp_queries: u64,
     /// Longest accepted query text, in bytes after decoding.
     #[serde(
-        default = "default_max_query_bytes",
+        default = "z::<{ data::query::MAX_QUERY_BYTES }>",
         deserialize_with = "max_query_bytes"
     )]
     pub max_query_bytes: usize,
@@ -357,35 +444,27 @@ pub struct Config {
     #[serde(default)]
     pub max_connections: Option<usize>,
     /// Client requests in flight at most; past it a request gets 503 with `Retry-After`.
-    #[serde(default = "default_max_in_flight", deserialize_with = "max_in_flight")]
+    #[serde(default = "z::<4096>", deserialize_with = "max_in_flight")]
     pub max_in_flight: usize,
     /// Requests in flight on one replica at most (HAProxy's server `maxconn`; 0: no cap).
-    #[serde(
-        default = "default_replica_max_in_flight",
-        deserialize_with = "replica_max_in_flight"
-    )]
+    #[serde(default = "u::<128>", deserialize_with = "replica_max_in_flight")]
     pub replica_max_in_flight: u64,
     /// Longest wait in a replica's queue (HAProxy's `timeout queue`).
-    #[serde(
-        default = "default_queue_timeout_ms",
-        deserialize_with = "queue_timeout_ms"
-    )]
+    #[serde(default = "u::<2000>", deserialize_with = "queue_timeout_ms")]
     pub queue_timeout_ms: u64,
     /// Largest accepted `POST /admin/table` body (and table file read by a path reload).
     #[serde(
-        default = "default_admin_max_upload_bytes",
+        default = "u::<{ 64 << 20 }>",
         deserialize_with = "admin_max_upload_bytes"
     )]
     pub admin_max_upload_bytes: u64,
     /// Largest client request body, read whole (and decoded) before routing.
-    #[serde(
-        default = "default_max_body_bytes",
-        deserialize_with = "max_body_bytes"
-    )]
+    #[serde(default = "u::<{ 64 << 10 }>", deserialize_with = "max_body_bytes")]
     pub max_body_bytes: u64,
-    /// What becomes of a request whose query cannot be read ([`Fallback`]).
-    #[serde(default, deserialize_with = "parsed")]
-    pub fallback: Fallback,
+    /// What becomes of a request whose query cannot be read ([`Fallback`]; none: forwarded
+    /// by [`DEFAULT_FALLBACK`], or refused by a sharded balancer).
+    #[serde(default, deserialize_with = "fallback")]
+    pub fallback: Option<Fallback>,
     /// Which requests are searches and where their query text is ([`balancer_routes`]).
     #[serde(default)]
     pub routes: Vec<RouteConfig>,
@@ -410,38 +489,20 @@ pub struct Config {
     pub shards: Option<ShardsConfig>,
 }
 
-fn default_interval_ms() -> u64 {
-    1000
-}
-fn default_check_timeout_ms() -> u64 {
-    500
-}
-fn default_fall() -> u32 {
-    3
-}
-fn default_rise() -> u32 {
-    2
-}
 fn default_health_path() -> String {
     "/healthz".to_owned()
 }
 fn default_shadow_eviction() -> EvictionKind {
     EvictionKind::Sieve
 }
-fn default_load_window() -> usize {
-    10_000
-}
 fn default_stall_eps() -> f64 {
     balancer::load::DEFAULT_STALL_EPS
 }
-fn default_stall_slack() -> u64 {
-    balancer::load::DEFAULT_STALL_SLACK
-}
-fn default_vnodes() -> usize {
-    DEFAULT_VNODES
-}
 fn default_homes() -> f64 {
     DEFAULT_HOMES
+}
+fn default_evidence() -> f64 {
+    DEFAULT_EVIDENCE
 }
 fn default_admin_listen() -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], 8081))
@@ -449,42 +510,30 @@ fn default_admin_listen() -> SocketAddr {
 fn default_eps() -> f64 {
     DEFAULT_EPS
 }
-fn default_request_timeout_ms() -> u64 {
-    1000
-}
-fn default_retries() -> u32 {
-    2
-}
-fn default_ramp_queries() -> u64 {
-    2_000
-}
-fn default_work_query_bytes() -> u64 {
-    balancer::load::DEFAULT_WORK_QUERY_BYTES
-}
-fn default_max_query_bytes() -> usize {
-    data::query::MAX_QUERY_BYTES
-}
 fn default_header_timeout_ms() -> u64 {
     serving::limits::DEFAULT_HEADER_TIMEOUT.as_millis() as u64
 }
 fn default_idle_timeout_ms() -> u64 {
     serving::limits::DEFAULT_IDLE_TIMEOUT.as_millis() as u64
 }
-fn default_max_in_flight() -> usize {
-    4096
+
+/// The default of a `u64` field.
+const fn u<const N: u64>() -> u64 {
+    N
 }
-fn default_replica_max_in_flight() -> u64 {
-    128
+/// The default of a `usize` field.
+const fn z<const N: usize>() -> usize {
+    N
 }
-fn default_queue_timeout_ms() -> u64 {
-    2000
+/// The default of a `u32` field.
+const fn c<const N: u32>() -> u32 {
+    N
 }
-fn default_admin_max_upload_bytes() -> u64 {
-    64 << 20
-}
-fn default_max_body_bytes() -> u64 {
-    64 << 10
-}
+
+/// What a request whose query cannot be read gets by default: forwarded, as every other
+/// load balancer forwards what it does not understand, by round-robin (HAProxy's default
+/// `balance`), and counted in `ballot_client_errors_total{kind}` and as reason `fallback`.
+pub const DEFAULT_FALLBACK: Fallback = Fallback::Policy(PolicyKind::RoundRobin);
 
 /// Longest a replica's backlog report may count (a minute: older, it says nothing).
 pub const MAX_BACKLOG_REPORTS_MS: u64 = 60_000;
@@ -510,6 +559,8 @@ pub struct Validated {
     pub routes: Routes,
     /// Shards of the backend (1 without `[shards]`).
     pub shards: usize,
+    /// `fallback`, or its default.
+    pub fallback: Fallback,
 }
 
 impl Validated {
@@ -614,7 +665,13 @@ impl Config {
             *p = base.join(&*p);
         }
         let admin_token = admin_token(&config, env).map_err(invalid)?;
+        let fallback = match (config.fallback, shards) {
+            (Some(f), _) => f,
+            (None, 1) => DEFAULT_FALLBACK,
+            (None, _) => Fallback::Refuse,
+        };
         Ok(Validated {
+            fallback,
             load: config.load.unwrap_or_else(|| auto_load(config.policy.name)),
             config,
             path: path.to_owned(),
@@ -641,7 +698,13 @@ fn check_policy(config: &Config) -> Result<(), String> {
             "policy.cache_admission is only read by policy `table`, not `{policy}`"
         ));
     }
+    p.peers.params()?;
     match &config.shadow {
+        None if policy == PolicyKind::CacheAware => Err(
+            "policy `cache-aware` routes by what the shadow caches hold: it needs a [shadow] \
+             section (cache_bytes, eviction)"
+                .into(),
+        ),
         None if config.work_source == WorkSource::Shadow => {
             Err("work_source = \"shadow\" needs a [shadow] section (cache_bytes, eviction)".into())
         }
@@ -756,7 +819,7 @@ fn check_shards(config: &Config) -> Result<usize, String> {
         // a shard replica's; the rule is unmeasured there.
         return Err("policy.cache_admission is not supported with [shards]".into());
     }
-    if config.fallback != Fallback::Refuse {
+    if config.fallback.is_some_and(|f| f != Fallback::Refuse) {
         return Err("a sharded balancer routes searches only: fallback must be \"refuse\"".into());
     }
     Ok(count)
@@ -951,7 +1014,7 @@ address = "127.0.0.1:9000"
         assert!(!v.config.routing_headers);
         // No routes: ballot's own `GET /search?q=`, refused when unreadable.
         assert_eq!(v.routes, Routes::default());
-        assert_eq!(v.config.fallback, Fallback::Refuse);
+        assert_eq!(v.fallback, DEFAULT_FALLBACK);
         assert_eq!(v.config.max_body_bytes, 64 << 10);
     }
 
@@ -964,7 +1027,7 @@ address = "127.0.0.1:9000"
              query = {{ form = \"text\" }}\n"
         );
         let v = parse(&text).expect("valid");
-        assert_eq!(v.config.fallback, Fallback::Policy(PolicyKind::RoundRobin));
+        assert_eq!(v.fallback, Fallback::Policy(PolicyKind::RoundRobin));
         assert_eq!(v.config.max_body_bytes, 2048);
         let post = axum::http::Method::POST;
         assert_eq!(v.routes.find(&post, "/books/_search"), Some(0));

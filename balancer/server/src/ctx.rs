@@ -164,15 +164,18 @@ pub struct Attempt {
     pub no_cache: NoCache,
     /// The replica's shadow cache's estimate of the flash bytes it reads for the query.
     pub shadow_miss: Option<u64>,
+    /// When the attempt was made (its answer's response time runs from here).
+    pub sent: Instant,
 }
 
 impl Attempt {
-    /// Attempt `number` on `choice`.
-    pub fn new(choice: Choice, number: u32) -> Attempt {
-        let why = if number == 0 {
-            RequestReason::of(choice.reason)
-        } else {
-            RequestReason::Failover
+    /// Attempt `number` on `choice`, of a request routed `blind` (no query read) or by its
+    /// query.
+    pub fn new(choice: Choice, number: u32, blind: bool) -> Attempt {
+        let why = match (number, blind) {
+            (0, true) => RequestReason::Fallback,
+            (0, false) => RequestReason::of(choice.reason),
+            _ => RequestReason::Failover,
         };
         Attempt {
             choice,
@@ -181,6 +184,7 @@ impl Attempt {
             headers: Vec::new(),
             no_cache: NoCache::default(),
             shadow_miss: None,
+            sent: Instant::now(),
         }
     }
 }

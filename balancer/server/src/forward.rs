@@ -119,7 +119,7 @@ pub fn request_id(client: &HeaderMap) -> HeaderValue {
 /// Writes the header lines to send upstream for a client request with headers `client`
 /// from `peer`, with request id `id`, to `out` (`name: value` and CRLF each; `Host` is
 /// written by the upstream pool). The client's own cache hint headers stay behind: only
-/// the balancer hints ([`crate::cache_hint`]).
+/// the balancer hints ([`crate::hooks::hint`]).
 pub fn write_upstream_headers(
     out: &mut Vec<u8>,
     client: &HeaderMap,

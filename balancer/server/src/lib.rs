@@ -31,7 +31,6 @@ pub mod pipeline;
 pub mod reload;
 pub mod replicas;
 pub mod router;
-pub mod shadow;
 pub mod shard;
 pub mod stats;
 pub mod tables;
@@ -50,9 +49,9 @@ use crate::admit::Admission;
 use crate::config::Validated;
 use crate::hooks::Hooks;
 use crate::router::{hash_hex, Router, RouterError};
-use crate::shadow::Shadow;
 use crate::shard::{MembershipError, Shard};
 use crate::stats::{ReplicaStat, Stats, TableStat};
+use balancer::shadow::Shadow;
 
 /// The background ticker's period.
 const TICK: Duration = Duration::from_millis(100);

@@ -42,7 +42,7 @@ use axum::http::{HeaderMap, HeaderValue, Method, Request, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use balancer::policy::{QueryKey, Reason};
-use balancer_routes::{method_bit, RouteSet, Unreadable, POST};
+use balancer_routes::{extract, method_bit, RouteSet, Unreadable, POST};
 use hyper::body::{Bytes, Incoming};
 
 use crate::admit::{InFlightGuard, Slot};
@@ -81,6 +81,11 @@ impl Refusal {
             retry_after: false,
             attempts: 0,
         }
+    }
+
+    /// The same answer, after `attempts` upstream attempts.
+    fn after(self, attempts: u32) -> Self {
+        Refusal { attempts, ..self }
     }
 
     /// 503 with `Retry-After: 1`, counted as a client error of `kind`: the answer when the
@@ -140,6 +145,58 @@ pub struct Exchanged {
     pub answer: Answer,
 }
 
+/// A request's attempts so far: the replicas it failed on and why the last one failed.
+struct Tries {
+    /// Whether the request may be sent again after a failure past its first byte.
+    resend: bool,
+    /// Slots of the replicas already tried.
+    exclude: u64,
+    /// Attempts sent.
+    made: u32,
+    /// Why the last attempt failed (built only when one fails: the success path allocates
+    /// no error text).
+    last_error: Cow<'static, str>,
+}
+
+impl Tries {
+    /// Records a failed attempt on `choice`: its replica is ejected (before its place is
+    /// handed on, so a request waiting for it routes again) when the failure says it is
+    /// down. Returns whether another replica may take the request.
+    fn failed(&mut self, choice: &Choice, sent: Sent) -> bool {
+        let replica = &choice.replica;
+        self.exclude |= 1u64 << choice.index;
+        match sent {
+            Sent::Answer(_) => true,
+            Sent::Shed => {
+                self.last_error = format!("replica {}: 503, shed", replica.name).into();
+                true
+            }
+            Sent::Failed {
+                error,
+                eject,
+                unsent,
+            } => {
+                if let Some(why) = eject {
+                    replica.eject(why);
+                }
+                self.last_error = format!("replica {}: {error}", replica.name).into();
+                self.resend || unsent
+            }
+        }
+    }
+
+    /// The answer when every attempt failed.
+    fn refusal(self) -> Refusal {
+        let not_again = if self.resend {
+            ""
+        } else {
+            " (a POST that took no route is not sent twice)"
+        };
+        let why = format!("every attempt failed: {}{not_again}", self.last_error);
+        Refusal::new(StatusCode::BAD_GATEWAY, why).after(self.made)
+    }
+}
+
 /// What became of one attempt on the wire.
 enum Sent {
     /// An answer to relay.
@@ -174,7 +231,7 @@ impl Balancer {
         let id = forward::request_id(&parts.headers);
         let deadline = start + self.cfg.deadline();
         let mut ctx = Ctx::new(start, deadline, id, peer, self.router.snapshot());
-        self.hooks.request(&mut ctx);
+        self.hooks.request(&mut ctx, &parts);
         let mut resp = match self.answer(&mut ctx, &parts, body, routes).await {
             Ok(resp) => resp,
             Err(made) => {
@@ -209,9 +266,9 @@ impl Balancer {
         let body = body::read(body, max, ctx.deadline)
             .await
             .map_err(|e| self.refuse(&e, path))?;
-        ctx.terms = match self.query_text(parts, &body, routes) {
-            Ok(q) => Some(Terms::of(&q)),
-            Err(why) if !fallback => return Err(self.refuse(&why, path)),
+        ctx.terms = match self.query_terms(parts, &body, routes) {
+            Ok(terms) => Some(terms),
+            Err(why) if !fallback || why.is_body() => return Err(self.refuse(&why, path)),
             Err(why) => {
                 metrics::counter!(m::CLIENT_ERRORS, "kind" => why.kind()).increment(1);
                 None
@@ -253,29 +310,34 @@ impl Balancer {
         }
     }
 
-    /// The query text of a request: read by the first of `routes` that reads one, in
-    /// order (each route's own error when none does: the first route's).
-    fn query_text<'a>(
+    /// The terms of a request's query: read by the first of `routes` that reads one, in
+    /// order, from the body decoded (each route's own error when none does: the first
+    /// route's), and tokenized.
+    fn query_terms(
         &self,
-        parts: &'a Parts,
-        body: &'a Bytes,
+        parts: &Parts,
+        body: &Bytes,
         routes: RouteSet,
-    ) -> Result<Cow<'a, str>, Unreadable> {
-        // The content type matters only to a form route's body.
-        let content_type = (!body.is_empty())
-            .then(|| parts.headers.get(header::CONTENT_TYPE))
-            .flatten()
-            .map(HeaderValue::as_bytes);
+    ) -> Result<Terms, Unreadable> {
+        // The content type matters only to a route's body, which is read decoded.
+        let header = |name| {
+            (!body.is_empty())
+                .then(|| parts.headers.get(name))
+                .flatten()
+                .map(HeaderValue::as_bytes)
+        };
+        let max = self.cfg.config.max_body_bytes as usize;
+        let decoded = extract::decoded(body, header(header::CONTENT_ENCODING), max)?;
         let read = balancer_routes::Request {
             query: parts.uri.query(),
-            content_type,
-            body,
+            content_type: header(header::CONTENT_TYPE),
+            body: &decoded,
         };
         let limit = self.cfg.config.max_query_bytes;
         let mut first = None;
         for i in routes.iter() {
-            match balancer_routes::extract::extract(self.cfg.routes.get(i), &read, limit) {
-                Ok(q) => return Ok(q),
+            match extract::extract(self.cfg.routes.get(i), &read, limit) {
+                Ok(q) => return Ok(Terms::of(&q)),
                 Err(e) => {
                     first.get_or_insert(e);
                 }
@@ -324,11 +386,12 @@ impl Balancer {
         fwd: &Forwarded<'_>,
         pin: Option<(usize, Reason)>,
     ) -> Result<Exchanged, Refusal> {
-        let resend = fwd.outgoing.resend;
-        let mut exclude = 0u64;
-        // Built only when an attempt fails: the success path allocates no error text.
-        let mut last_error: Cow<'static, str> = Cow::Borrowed("no attempt made");
-        let mut made = 0;
+        let mut tries = Tries {
+            resend: fwd.outgoing.resend,
+            exclude: 0,
+            made: 0,
+            last_error: Cow::Borrowed("no attempt made"),
+        };
         for number in 0..=self.cfg.config.retries {
             // The first attempt starts when the request came in.
             let now = if number == 0 {
@@ -338,36 +401,28 @@ impl Balancer {
             };
             if now >= ctx.deadline {
                 self.metrics.failures.increment(1);
-                let why = format!("deadline passed after {number} attempts: {last_error}");
-                return Err(Refusal {
-                    attempts: number,
-                    ..Refusal::new(StatusCode::GATEWAY_TIMEOUT, why)
-                });
+                let why = format!(
+                    "deadline passed after {number} attempts: {}",
+                    tries.last_error
+                );
+                return Err(Refusal::new(StatusCode::GATEWAY_TIMEOUT, why).after(number));
             }
-            let (choice, guard) = match self.place(ctx, shard, pin, exclude, number == 0).await {
+            let (choice, guard) = match self
+                .place(ctx, shard, pin, tries.exclude, number == 0)
+                .await
+            {
                 Ok(placed) => placed,
-                Err(Unplaced::QueueTimeout(replica)) => {
-                    return Err(Refusal {
-                        attempts: number,
-                        ..self.queue_timeout(&replica)
-                    })
-                }
-                Err(Unplaced::NoReplica) if number == 0 => {
-                    metrics::counter!(m::CLIENT_ERRORS, "kind" => "no_replica").increment(1);
-                    let why = "no live replica";
-                    return Err(Refusal::new(StatusCode::SERVICE_UNAVAILABLE, why));
-                }
-                Err(Unplaced::NoReplica) => break,
+                Err(Unplaced::NoReplica) if number > 0 => break,
+                Err(why) => return Err(self.unplaced(why).after(number)),
             };
             if number > 0 {
                 self.metrics.retries.increment(1);
             }
-            let mut attempt = Attempt::new(choice, number);
+            let mut attempt = Attempt::new(choice, number, ctx.terms.is_none());
             // The replica's cache sees the query now, in the order queries reach it.
             self.hooks.send(ctx, shard, &mut attempt);
+            tries.made = number + 1;
             let last = number == self.cfg.config.retries;
-            made = number + 1;
-            let replica = Arc::clone(&attempt.choice.replica);
             match self.send(ctx, fwd, &attempt, last).await {
                 Sent::Answer(answer) => {
                     self.hooks.answer(ctx, shard, &attempt, &answer);
@@ -377,37 +432,27 @@ impl Balancer {
                         answer,
                     });
                 }
-                Sent::Shed => last_error = format!("replica {}: 503, shed", replica.name).into(),
-                Sent::Failed {
-                    error,
-                    eject,
-                    unsent,
-                } => {
-                    // Ejected before the place is handed on, so a request waiting for
-                    // this replica sees it gone and routes again.
-                    if let Some(why) = eject {
-                        replica.eject(why);
-                    }
-                    last_error = format!("replica {}: {error}", replica.name).into();
-                    if !resend && !unsent {
+                failed => {
+                    if !tries.failed(&attempt.choice, failed) {
                         break;
                     }
                 }
             }
             drop(guard);
-            exclude |= 1u64 << attempt.choice.index;
         }
         self.metrics.failures.increment(1);
-        let not_again = if resend {
-            ""
-        } else {
-            " (a POST that took no route is not sent twice)"
-        };
-        let why = format!("every attempt failed: {last_error}{not_again}");
-        Err(Refusal {
-            attempts: made,
-            ..Refusal::new(StatusCode::BAD_GATEWAY, why)
-        })
+        Err(tries.refusal())
+    }
+
+    /// The answer to a request that got no place on a replica.
+    fn unplaced(&self, why: Unplaced) -> Refusal {
+        match why {
+            Unplaced::QueueTimeout(replica) => self.queue_timeout(&replica),
+            Unplaced::NoReplica => {
+                metrics::counter!(m::CLIENT_ERRORS, "kind" => "no_replica").increment(1);
+                Refusal::new(StatusCode::SERVICE_UNAVAILABLE, "no live replica")
+            }
+        }
     }
 
     /// One attempt on the wire: the request written to a pooled connection of its replica

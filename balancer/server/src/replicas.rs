@@ -12,6 +12,8 @@
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
+use balancer::shadow::{Owner, Owners};
+
 use axum::http::HeaderValue;
 
 use crate::metrics::ReplicaMetrics;
@@ -155,6 +157,15 @@ impl Replica {
         self.removed.store(true, Ordering::Relaxed);
     }
 
+    /// Whom a shadow cache of this replica belongs to: the replica object and the moment
+    /// it last became live, so a cache built before a restart is not taken for its own.
+    pub fn owner(self: &Arc<Self>) -> Owner {
+        Owner {
+            id: Arc::as_ptr(self) as usize,
+            since: self.live_since(),
+        }
+    }
+
     /// The query-clock count at which the replica last became live.
     #[inline]
     pub fn live_since(&self) -> u64 {
@@ -228,6 +239,12 @@ impl Replica {
 pub struct Members {
     /// `None`: a removed replica's slot.
     pub slots: Vec<Option<Arc<Replica>>>,
+}
+
+impl Owners for Members {
+    fn owner(&self, slot: usize) -> Option<Owner> {
+        self.slots.get(slot)?.as_ref().map(Replica::owner)
+    }
 }
 
 impl Members {

@@ -15,7 +15,7 @@ use balancer::load::MAX_REPLICAS;
 use balancer::policy::admission::CacheAdmission;
 use balancer::policy::table::{TablePolicy, TableVotes};
 use balancer::policy::{
-    build_policy, PolicyError, PolicyKind, PolicyParams, RoutingPolicy, TermBytes,
+    build_policy, PeerParams, PolicyError, PolicyKind, PolicyParams, RoutingPolicy, TermBytes,
 };
 use balancer::ramp::{RampPolicy, RampedTable, SharedVotes};
 use balancer_routes::Fallback;
@@ -39,6 +39,9 @@ pub enum RouterError {
     /// A table was given to a policy that does not use one.
     #[error("policy `{0}` does not use a voting table")]
     NoTable(PolicyKind),
+    /// A policy parameter is invalid (normally refused when the config is read).
+    #[error("{0}")]
+    Config(String),
     /// The initial table could not be kept as Parquet for `GET /admin/table/parquet`.
     #[error("the voting table cannot be serialized: {0}")]
     Table(String),
@@ -105,7 +108,9 @@ pub struct Router {
     pub cache_admission: Option<CacheAdmission>,
     eps: f64,
     homes: f64,
+    evidence: f64,
     vnodes: usize,
+    peers: PeerParams,
     ramp_queries: u64,
     shadow_bytes: Option<u64>,
     lock: Mutex<()>,
@@ -120,7 +125,7 @@ impl Router {
         table: Option<&data::table::VotingTable>,
     ) -> Result<Router, RouterError> {
         let c = &cfg.config;
-        let fallback = match c.fallback {
+        let fallback = match cfg.fallback {
             Fallback::Refuse => None,
             // Built for every slot: replicas added or removed later need no rebuild.
             Fallback::Policy(kind) => Some(build_policy(kind, &PolicyParams::new(MAX_REPLICAS))?),
@@ -136,7 +141,9 @@ impl Router {
             cache_admission: c.policy.cache_admission,
             eps: c.eps,
             homes: c.policy.homes,
+            evidence: c.policy.cache_evidence,
             vnodes: c.policy.vnodes,
+            peers: c.policy.peers.params().map_err(RouterError::Config)?,
             ramp_queries: c.ramp_queries,
             shadow_bytes: c.shadow.as_ref().map(|s| s.cache_bytes),
             lock: Mutex::new(()),
@@ -171,11 +178,10 @@ impl Router {
             .map_err(|e| RouterError::Table(e.to_string()))?;
         publish_content_hash(None, votes.content_hash());
         Ok(Routing {
-            policy: Arc::new(TablePolicy::from_votes(
-                Arc::clone(&votes),
-                self.eps,
-                self.homes,
-            )),
+            policy: Arc::new(
+                TablePolicy::from_votes(Arc::clone(&votes), self.eps, self.homes)
+                    .with_evidence(self.evidence),
+            ),
             table: Some(TableInfo {
                 version: 1,
                 replicas,
@@ -195,6 +201,8 @@ impl Router {
         p.eps = self.eps;
         p.vnodes = self.vnodes;
         p.homes = self.homes;
+        p.evidence = self.evidence;
+        p.peers = self.peers;
         Ok(Arc::from(build_policy(self.kind, &p)?))
     }
 
@@ -245,7 +253,8 @@ impl Router {
         let new = Arc::new(votes);
         self.log_rule(&new);
         let (policy, ramp): (Arc<dyn RoutingPolicy>, _) = if self.ramp_queries == 0 {
-            let policy = TablePolicy::from_votes(Arc::clone(&new), self.eps, self.homes);
+            let policy = TablePolicy::from_votes(Arc::clone(&new), self.eps, self.homes)
+                .with_evidence(self.evidence);
             (Arc::new(policy), None)
         } else {
             let ramp = Arc::new(RampPolicy::new(
@@ -294,7 +303,8 @@ impl Router {
         let _guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
         // A reload may have started a new ramp meanwhile: only end the one we saw.
         if Arc::ptr_eq(&self.routing.load(), &snap) {
-            let policy = TablePolicy::from_votes(Arc::clone(&table.current), self.eps, self.homes);
+            let policy = TablePolicy::from_votes(Arc::clone(&table.current), self.eps, self.homes)
+                .with_evidence(self.evidence);
             self.routing.store(Arc::new(Routing {
                 policy: Arc::new(policy),
                 table: Some(TableInfo {

@@ -9,14 +9,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwap;
-use balancer::load::{LoadKind, LoadView, Window, MAX_REPLICAS};
+use balancer::load::{LatencyStats, LoadKind, LoadView, Signaled, Signals, Window, MAX_REPLICAS};
 use balancer::policy::{QueryKey, Reason, RoutingPolicy};
+use balancer::shadow::{Owners, Shadow};
 use data::rng::Rng;
 
 use crate::admit::Slots;
 use crate::config::Validated;
 use crate::replicas::{Members, QueryClock, Replica, ReplicaError};
-use crate::shadow::Shadow;
 use crate::view::{View, ViewConfig};
 
 /// A routing choice.
@@ -74,6 +74,9 @@ pub struct Shard {
     pub clock: Arc<QueryClock>,
     /// The shadow caches (`[shadow]`).
     pub shadow: Option<Shadow>,
+    /// Each slot's answer speed (response time, and the service time and queue its load
+    /// reports give), for the latency-driven policies.
+    pub latency: LatencyStats,
     load: LoadKind,
     work_query_bytes: u64,
     view: ViewConfig,
@@ -119,6 +122,7 @@ impl Shard {
             window,
             clock,
             shadow,
+            latency: LatencyStats::default(),
             load: cfg.load,
             work_query_bytes: c.work_query_bytes,
             lock: Mutex::new(()),
@@ -144,6 +148,7 @@ impl Shard {
         let (index, reason) = match pinned {
             Some(p) => p,
             None => {
+                let view = Signaled::new(&view, self.signals(&members));
                 let d = policy.route(key, &view, &mut self.rng()).ok_or(NoReplica)?;
                 (usize::from(d.replica), d.reason)
             }
@@ -161,6 +166,15 @@ impl Shard {
             index,
             reason,
         })
+    }
+
+    /// What the policies read besides the loads: the slots' answer speeds, and the
+    /// shadow caches of the replicas of `members`.
+    pub fn signals<'a>(&'a self, members: &'a Members) -> Signals<'a> {
+        Signals {
+            latency: Some(&self.latency),
+            shadow: self.shadow.as_ref().map(|s| (s, members as &dyn Owners)),
+        }
     }
 
     /// The load view a routing decision over `members` sees now, without the replicas in
@@ -235,6 +249,7 @@ impl Shard {
             }
         };
         slots[index] = Some(Arc::new(rep));
+        self.latency.reset(index);
         self.members.store(Arc::new(Members { slots }));
         Ok(index)
     }

@@ -11,8 +11,8 @@ use std::sync::Arc;
 use balancer::policy::admission::CacheAdmission;
 use balancer::policy::table::TableVotes;
 use balancer::policy::{build_policy, PolicyKind, PolicyParams, TermBytes};
+use balancer::shadow::Shadow;
 use balancer_server::replicas::{QueryClock, Replica};
-use balancer_server::shadow::Shadow;
 use cache_sim::sim::admission::Admission;
 use cache_sim::sim::{replay, Observer, SimConfig, SimLoad, Trace};
 use data::sizes::{FreqTable, SizeModel, SizeTable, Sizes};
@@ -125,7 +125,7 @@ fn the_shadow_misses_what_the_simulator_misses_query_by_query() {
                     .map(|&id| t.term_hashes[id as usize]),
             );
             let r = usize::from(replica);
-            let missed = shadow.access(r, &replicas[r], &hashes, |h| {
+            let missed = shadow.access(r, replicas[r].owner(), &hashes, |h| {
                 !admits || rule.caches(&votes, h, replica)
             });
             assert_eq!(

@@ -22,15 +22,40 @@
 
 pub mod guard;
 pub mod in_flight;
+pub mod latency;
+pub mod signals;
 pub mod window;
 
 pub use guard::{Guarded, Stall, DEFAULT_STALL_EPS, DEFAULT_STALL_SLACK};
 pub use in_flight::InFlight;
+pub use latency::{Latency, LatencyStats};
+pub use signals::{Signaled, Signals};
 pub use window::Window;
 
-/// The most replicas a policy routes over. Replica sets are kept as `u64` bit masks and
-/// per-replica scores as fixed `[_; MAX_REPLICAS]` stack arrays, so routing never allocates.
-pub const MAX_REPLICAS: usize = 64;
+/// What a replica's shadow cache ([`crate::shadow`]) holds of one query: the postings
+/// bytes of its terms held there, their bytes in all, and how full the cache is.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct CacheMatch {
+    /// Bytes of the query's lists the cache holds.
+    pub held: u64,
+    /// Bytes of the query's lists in all.
+    pub all: u64,
+    /// The cache's fill, 0 to 1.
+    pub fill: f64,
+}
+
+impl CacheMatch {
+    /// The share of the query's bytes held (0 for a query of no bytes).
+    pub fn share(&self) -> f64 {
+        if self.all == 0 {
+            0.0
+        } else {
+            self.held as f64 / self.all as f64
+        }
+    }
+}
+
+pub use crate::MAX_REPLICAS;
 
 /// Load and health of the replicas, as seen by one routing decision.
 pub trait LoadView {
@@ -64,6 +89,27 @@ pub trait LoadView {
     /// ([`crate::policy::vote`]).
     fn in_flight(&self, replica: usize) -> Option<u64> {
         let _ = replica;
+        None
+    }
+    /// What `replica`'s recent answers say about its speed (response and service time,
+    /// its queue: [`Latency`]), for the latency-driven policies (`ars`, `prequal`): the HTTP
+    /// balancer and the queueing simulator keep them; `None` in the trace simulator and
+    /// before a replica's first answer.
+    fn latency(&self, replica: usize) -> Option<Latency> {
+        let _ = replica;
+        None
+    }
+    /// Elasticsearch's `adjustStats` after `ars` chose `winner`: every other member of
+    /// `mask` with samples takes one synthetic sample halfway to the winner's
+    /// ([`LatencyStats::adjust`]), so a replica that lost stays in contention. A no-op where
+    /// the view keeps no latencies.
+    fn adjust_latency(&self, winner: usize, mask: u64) {
+        let _ = (winner, mask);
+    }
+    /// What `replica`'s shadow cache holds of the lists of `term_hashes` ([`CacheMatch`]),
+    /// for the `cache-aware` policy; `None` where no shadow caches are kept.
+    fn cached(&self, replica: usize, term_hashes: &[u64]) -> Option<CacheMatch> {
+        let _ = (replica, term_hashes);
         None
     }
     /// The members of `mask` whose load is strictly below `cap`. Views with their loads in a

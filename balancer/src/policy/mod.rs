@@ -30,6 +30,8 @@ use crate::load::{LoadView, MAX_REPLICAS};
 use crate::ring::{RingError, DEFAULT_VNODES, MAX_VNODES, MIN_VNODES};
 
 pub mod admission;
+#[cfg(test)]
+mod test_view;
 pub mod vote;
 
 /// `HashMap` keyed by already-mixed 64-bit hashes; Fx is enough and is one multiply.
@@ -41,6 +43,11 @@ pub const DEFAULT_EPS: f64 = 0.05;
 /// chosen replica's is a home too, and the least loaded home takes the query. Chosen on
 /// AOL (R = 8, 5% caches, standard split) among shares from 0.5 to 0.97.
 pub const DEFAULT_HOMES: f64 = 0.85;
+/// Default weight of the shadow caches' evidence in `table` ([`vote::add_cache_evidence`]):
+/// none, the table alone. Weight 1 (the best of 0.25 to 4 on the standard evaluation) cuts
+/// the simulated miss bytes but served fewer queries per second at a higher p99 live
+/// (docs/results.md, "The peers side by side").
+pub const DEFAULT_EVIDENCE: f64 = 0.0;
 /// Postings bytes of a term with no known size: `16 + df` with `df = 5` (DESIGN.md).
 pub const DEFAULT_TERM_BYTES: u32 = 21;
 
@@ -156,6 +163,11 @@ pub trait RoutingPolicy: Send + Sync {
     /// `self`, `load` and `rng`; never allocates. Only replicas below both the policy's
     /// replica count and `load.replicas()` are candidates.
     fn route(&self, query: &QueryKey<'_>, load: &dyn LoadView, rng: &mut Rng) -> Option<Decision>;
+    /// Whether `route` reads the shadow caches ([`LoadView::cached`]): a router keeps
+    /// them for this policy (the simulators build them only then).
+    fn reads_shadow(&self) -> bool {
+        false
+    }
 }
 
 /// Builds a registered policy from [`PolicyParams`]; every policy in the registry
@@ -231,6 +243,14 @@ registry! {
     TermVote => "term-vote", term_vote::TermVote;
     /// Votes from a learned voting table.
     Table => "table", table::TablePolicy;
+    /// Elasticsearch's adaptive replica selection (C3's rank).
+    Ars => "ars", ars::Ars;
+    /// Solr's `replica.base:stable:hash`: the query's hash modulo the live replicas.
+    StableHash => "stable-hash", stable_hash::StableHash;
+    /// Prequal's hot-cold rule over probed replicas.
+    Prequal => "prequal", prequal::Prequal;
+    /// The LLM routers' rule over the shadow caches: where the query's bytes are cached.
+    CacheAware => "cache-aware", cache_aware::CacheAware;
 }
 
 impl fmt::Display for PolicyKind {
@@ -276,6 +296,15 @@ pub enum PolicyError {
     /// Too few (or too many) virtual nodes per replica.
     #[error("vnodes must be between {MIN_VNODES} and {MAX_VNODES}, got {0}")]
     Vnodes(usize),
+    /// A parameter of a peer's policy ([`PeerParams::validate`]) or the evidence weight
+    /// is out of its range.
+    #[error("policy parameter {name} is out of range: {value}")]
+    Param {
+        /// The parameter.
+        name: &'static str,
+        /// Its value.
+        value: f64,
+    },
     /// The policy needs a voting table and none was given.
     #[error("policy `{0}` needs a voting table")]
     MissingTable(PolicyKind),
@@ -393,6 +422,96 @@ impl Extend<(u64, u64)> for TermBytes {
     }
 }
 
+/// How `cache-aware` scores the replicas once the loads are balanced ([`cache_aware`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum CacheScorer {
+    /// SGLang's router: the replica holding the largest share of the query's bytes if that
+    /// share exceeds [`PeerParams::cache_threshold`], else the least loaded.
+    Sglang,
+    /// llm-d's weighted score: `prefix·match + queue·(max − q)/(max − min) + kv·(1 − fill)`,
+    /// each term min–max normalised over the live replicas, the top score wins.
+    LlmD {
+        /// Weight of the cache match (llm-d's precise prefix-cache scorer).
+        prefix: f64,
+        /// Weight of the queue score.
+        queue: f64,
+        /// Weight of the free cache (llm-d's kv-cache utilisation scorer).
+        kv: f64,
+    },
+}
+
+impl CacheScorer {
+    /// llm-d's weights in its current guide (prefix 2, queue 1, kv-cache 1).
+    pub const LLM_D: CacheScorer = CacheScorer::LlmD {
+        prefix: 2.0,
+        queue: 1.0,
+        kv: 1.0,
+    };
+}
+
+/// The parameters of the peers' policies, each defaulting to the value its source ships
+/// (`docs/peers.md` names the sources).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PeerParams {
+    /// `prequal`: replicas probed per query (the paper's `r_probe`, 3).
+    pub probes: usize,
+    /// `prequal`: the RIF quantile above which a probed replica is hot (`Q_RIF`, 0.84).
+    pub q_rif: f64,
+    /// `cache-aware`: the share of the query's bytes the best replica must hold for the
+    /// query to go there (SGLang's `cache_threshold`, 0.3).
+    pub cache_threshold: f64,
+    /// `cache-aware`: the loads are imbalanced when `max − min` exceeds this (SGLang's
+    /// `balance_abs_threshold`, 64)...
+    pub balance_abs: u64,
+    /// ...and `max` exceeds this times `min` (`balance_rel_threshold`, 1.5).
+    pub balance_rel: f64,
+    /// `cache-aware`: how balanced loads are scored (SGLang's rule by default).
+    pub scorer: CacheScorer,
+}
+
+impl PeerParams {
+    /// Checks the ranges: at least one probe, shares and quantiles in `[0, 1]`, a relative
+    /// threshold of at least 1, finite non-negative weights.
+    pub fn validate(&self) -> Result<(), PolicyError> {
+        let bad = |name: &'static str, value: f64| Err(PolicyError::Param { name, value });
+        if self.probes == 0 || self.probes > MAX_REPLICAS {
+            return bad("probes", self.probes as f64);
+        }
+        for (name, v) in [
+            ("q_rif", self.q_rif),
+            ("cache_threshold", self.cache_threshold),
+        ] {
+            if !(0.0..=1.0).contains(&v) {
+                return bad(name, v);
+            }
+        }
+        if !(self.balance_rel >= 1.0 && self.balance_rel.is_finite()) {
+            return bad("balance_rel", self.balance_rel);
+        }
+        if let CacheScorer::LlmD { prefix, queue, kv } = self.scorer {
+            for (name, w) in [("prefix", prefix), ("queue", queue), ("kv", kv)] {
+                if !(w >= 0.0 && w.is_finite()) {
+                    return bad(name, w);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Default for PeerParams {
+    fn default() -> Self {
+        PeerParams {
+            probes: 3,
+            q_rif: 0.84,
+            cache_threshold: 0.3,
+            balance_abs: 64,
+            balance_rel: 1.5,
+            scorer: CacheScorer::Sglang,
+        }
+    }
+}
+
 /// Everything [`build_policy`] may need. Each policy reads only what it uses.
 #[derive(Clone, Debug)]
 pub struct PolicyParams {
@@ -407,10 +526,16 @@ pub struct PolicyParams {
     /// `table`'s home share in `[0, 1]` ([`vote`]; 0: always the top vote). Default
     /// [`DEFAULT_HOMES`].
     pub homes: f64,
+    /// `table`: the weight of the shadow caches' evidence ([`vote::add_cache_evidence`];
+    /// 0: the table alone). Only views with shadow caches have evidence. Default
+    /// [`DEFAULT_EVIDENCE`].
+    pub evidence: f64,
     /// Postings bytes per term (term-vote weights; table fallback weights).
     pub term_bytes: Arc<TermBytes>,
     /// The voting table (required by [`PolicyKind::Table`]).
     pub table: Option<Arc<VotingTable>>,
+    /// The peers' parameters.
+    pub peers: PeerParams,
 }
 
 impl PolicyParams {
@@ -421,8 +546,10 @@ impl PolicyParams {
             eps: DEFAULT_EPS,
             vnodes: DEFAULT_VNODES,
             homes: DEFAULT_HOMES,
+            evidence: DEFAULT_EVIDENCE,
             term_bytes: Arc::new(TermBytes::default()),
             table: None,
+            peers: PeerParams::default(),
         }
     }
 
@@ -452,7 +579,13 @@ impl PolicyParams {
         if !(0.0..=1.0).contains(&self.homes) {
             return Err(PolicyError::Homes(self.homes));
         }
-        Ok(())
+        if !(self.evidence >= 0.0 && self.evidence.is_finite()) {
+            return Err(PolicyError::Param {
+                name: "evidence",
+                value: self.evidence,
+            });
+        }
+        self.peers.validate()
     }
 }
 

@@ -19,7 +19,9 @@
 //!   still rank by bytes. No scale has to be chosen, so none can be chosen wrong.
 //! * Two distinct terms with the same 64-bit hash (vanishingly rare) share their votes.
 //!
-//! The pick is [`super::vote::pick`].
+//! With shadow caches in the view ([`LoadView::cached`]) and `evidence > 0`, what the
+//! caches hold of the query is added to the votes ([`add_cache_evidence`]): the table is
+//! the prior, the caches the evidence. The pick is [`super::vote::pick`].
 
 use std::sync::Arc;
 
@@ -27,7 +29,7 @@ use data::rng::Rng;
 use data::table::VotingTable;
 
 use crate::load::{LoadView, MAX_REPLICAS};
-use crate::policy::vote::{pick, top_ranked, Scores, VoteSource};
+use crate::policy::vote::{add_cache_evidence, pick, top_ranked, Scores, VoteSource};
 use crate::policy::{
     BuildPolicy, Decision, FxHashMap, PolicyError, PolicyKind, PolicyParams, QueryKey,
     RoutingPolicy, TermBytes,
@@ -209,6 +211,7 @@ pub struct TablePolicy {
     votes: Arc<TableVotes>,
     eps: f64,
     homes: f64,
+    evidence: f64,
 }
 
 impl TablePolicy {
@@ -220,16 +223,27 @@ impl TablePolicy {
             .as_ref()
             .ok_or(PolicyError::MissingTable(PolicyKind::Table))?;
         let votes = TableVotes::build(table, params.replicas, Arc::clone(&params.term_bytes))?;
-        Ok(TablePolicy::from_votes(
-            Arc::new(votes),
-            params.eps,
-            params.homes,
-        ))
+        Ok(
+            TablePolicy::from_votes(Arc::new(votes), params.eps, params.homes)
+                .with_evidence(params.evidence),
+        )
     }
 
     /// Routes by an already compiled table with slack `eps` and home share `homes`.
     pub fn from_votes(votes: Arc<TableVotes>, eps: f64, homes: f64) -> Self {
-        TablePolicy { votes, eps, homes }
+        TablePolicy {
+            votes,
+            eps,
+            homes,
+            evidence: 0.0,
+        }
+    }
+
+    /// The same policy, adding the shadow caches' evidence with weight `evidence`
+    /// ([`add_cache_evidence`]; 0: the table alone).
+    pub fn with_evidence(mut self, evidence: f64) -> Self {
+        self.evidence = evidence;
+        self
     }
 
     /// The compiled table.
@@ -246,7 +260,10 @@ impl TablePolicy {
         load: &dyn LoadView,
         rng: &mut Rng,
     ) -> (Option<Decision>, Option<usize>) {
-        let scores = self.votes.score(query.term_hashes);
+        let mut scores = self.votes.score(query.term_hashes);
+        if self.evidence > 0.0 {
+            add_cache_evidence(&mut scores, self.votes.replicas, self.evidence, load, query);
+        }
         let top = top_ranked(&scores, self.votes.replicas);
         let decision = pick(
             &scores,
@@ -275,6 +292,10 @@ impl RoutingPolicy for TablePolicy {
 
     fn route(&self, query: &QueryKey<'_>, load: &dyn LoadView, rng: &mut Rng) -> Option<Decision> {
         self.route_ranked(query, load, rng).0
+    }
+
+    fn reads_shadow(&self) -> bool {
+        self.evidence > 0.0
     }
 }
 

@@ -50,7 +50,38 @@ use data::rng::Rng;
 use crate::load::{
     least_loaded_member, live_mask, load_cap, random_member, under_cap_mask, LoadView, MAX_REPLICAS,
 };
-use crate::policy::{Decision, Reason};
+use crate::policy::{Decision, QueryKey, Reason};
+
+/// Adds the shadow caches' evidence to a query's votes: every live replica among the first
+/// `replicas` whose shadow cache ([`LoadView::cached`]) holds a share `s` of the query's
+/// postings bytes gains `weight · s · V` real votes, `V` the query's vote mass (its real
+/// and stand-in votes summed over the replicas, or 1 without any). So a replica holding
+/// all of the query's bytes gains `weight` times the votes the table gave the query: the
+/// table decides where nothing is cached yet (the prior) and the caches what they already
+/// hold (the evidence), as the LLM routers route by where the cache is. A view without
+/// shadow caches adds nothing. Off by default ([`crate::policy::DEFAULT_EVIDENCE`]: measured
+/// in docs/results.md, "The peers side by side").
+pub fn add_cache_evidence(
+    scores: &mut Scores,
+    replicas: usize,
+    weight: f64,
+    load: &dyn LoadView,
+    query: &QueryKey<'_>,
+) {
+    let replicas = replicas.min(MAX_REPLICAS);
+    let mass: f64 = (0..replicas)
+        .map(|r| scores.votes(r) + scores.fallback(r))
+        .sum();
+    let mass = if mass > 0.0 { mass } else { 1.0 };
+    let mut rest = live_mask(load, replicas);
+    while rest != 0 {
+        let r = rest.trailing_zeros() as usize;
+        rest &= rest - 1;
+        if let Some(m) = load.cached(r, query.term_hashes) {
+            scores.add_vote(r, weight * mass * m.share());
+        }
+    }
+}
 
 /// Per-replica scores of one query. About 1 KiB; lives on the stack.
 #[derive(Clone, Debug)]
@@ -284,6 +315,40 @@ fn least_loaded_home(
 mod tests {
     use super::*;
     use crate::load::StaticLoad;
+
+    #[test]
+    fn cache_evidence_adds_the_held_share_of_the_vote_mass() {
+        use crate::load::{Signaled, Signals};
+        use crate::shadow::{FixedOwners, Owner, Shadow};
+        let h = |t: &str| data::hash::term_hash(t);
+        let terms = [(h("a"), 300), (h("b"), 100)];
+        let shadow = Shadow::from_terms(terms, 21, 1_000, eviction::EvictionKind::Lru);
+        // Replica 1 holds `a` (300 of the query's 400 bytes), replica 2 holds `b`.
+        shadow.access(1, Owner { id: 1, since: 0 }, &[h("a")], |_| true);
+        shadow.access(2, Owner { id: 2, since: 0 }, &[h("b")], |_| true);
+        let base = StaticLoad::with_live(vec![0; 4], vec![true, true, false, true]);
+        let view = Signaled::new(
+            &base,
+            Signals {
+                latency: None,
+                shadow: Some((&shadow, &FixedOwners)),
+            },
+        );
+        let query = [h("a"), h("b")];
+        let key = QueryKey::new(0, &query);
+        // Vote mass 4 (3 real + 1 stand-in); weight 0.5: replica 1 gains 0.5 · 0.75 · 4.
+        let mut s = scores(&[(0, 3.0)], &[(3, 1.0)]);
+        add_cache_evidence(&mut s, 4, 0.5, &view, &key);
+        assert_eq!((s.votes(0), s.votes(1), s.votes(3)), (3.0, 1.5, 0.0));
+        assert_eq!(s.votes(2), 0.0, "a dead replica gains nothing");
+        // Without votes the mass is 1; without shadow caches nothing is added.
+        let mut s = Scores::new();
+        add_cache_evidence(&mut s, 4, 2.0, &view, &key);
+        assert_eq!(s.votes(1), 1.5);
+        let mut s = scores(&[(0, 3.0)], &[]);
+        add_cache_evidence(&mut s, 4, 1.0, &base, &key);
+        assert_eq!((s.votes(0), s.votes(1)), (3.0, 0.0));
+    }
 
     fn scores(votes: &[(usize, f64)], fallback: &[(usize, f64)]) -> Scores {
         let mut s = Scores::new();

@@ -38,6 +38,9 @@ pub struct GridConfig {
     pub loads: PolicyLoads,
     /// `table`'s home share (`balancer::policy::vote`).
     pub homes: f64,
+    /// `table`'s weight of the shadow caches' evidence
+    /// (`balancer::policy::vote::add_cache_evidence`; 0: the table alone).
+    pub evidence: f64,
     /// With a table: its replicas cache a list only where it votes enough for the list's
     /// term ([`Admission`]); every other policy's replicas cache all they read.
     pub admission: Option<CacheAdmission>,
@@ -122,6 +125,7 @@ impl GridConfig {
         PolicyParams {
             eps: self.eps,
             homes: self.homes,
+            evidence: self.evidence,
             term_bytes: Arc::new(trace.term_bytes_map()),
             table: self.table.clone(),
             ..PolicyParams::new(self.replicas)

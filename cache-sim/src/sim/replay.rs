@@ -13,7 +13,9 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use balancer::policy::{Decision, QueryKey, RoutingPolicy};
+use balancer::load::{Signaled, Signals};
+use balancer::policy::{Decision, QueryKey, RoutingPolicy, DEFAULT_TERM_BYTES};
+use balancer::shadow::{FixedOwners, Owner, Owners, Shadow};
 use data::rng::Rng;
 use data::tokenizer::MAX_TERMS;
 use serde::Serialize;
@@ -200,6 +202,16 @@ pub fn replay_into<C: Cache, O: Observer>(
     assert_eq!(caches.len(), r, "one cache per replica");
     let mut load = Window::new(r, cfg.window);
     let mut rng = Rng::new(cfg.seed);
+    // A policy that reads the shadow caches (`cache-aware`, `table` with evidence) reads
+    // the balancer's code, fed as the balancer feeds it, under the caches' admission rule.
+    let shadow = policy.reads_shadow().then(|| {
+        let terms = trace
+            .term_hashes
+            .iter()
+            .copied()
+            .zip(trace.term_bytes.iter().copied());
+        Shadow::from_terms(terms, DEFAULT_TERM_BYTES, cfg.capacity_bytes, cfg.eviction)
+    });
     let mut hashes = [0u64; MAX_TERMS];
 
     let mut queries_per_replica = vec![0u64; r];
@@ -218,10 +230,26 @@ pub fn replay_into<C: Cache, O: Observer>(
             *slot = trace.term_hashes[t as usize];
         }
         let key = QueryKey::new(trace.query_hashes[q], &hashes[..n]);
+        let signals = Signals {
+            latency: None,
+            shadow: shadow.as_ref().map(|s| (s, &FixedOwners as &dyn Owners)),
+        };
         let decision = policy
-            .route(&key, &load, &mut rng)
+            .route(&key, &Signaled::new(&load, signals), &mut rng)
             .expect("every simulated replica is live");
         let replica = decision.replica;
+        if let Some(s) = &shadow {
+            // The replica's admission rule, by the term of each hash (a query's few).
+            let admits = |h: u64| match &cfg.admission {
+                Some(a) => hashes[..n]
+                    .iter()
+                    .position(|&x| x == h)
+                    .is_none_or(|i| a.caches(terms[i], replica)),
+                None => true,
+            };
+            let r = usize::from(replica);
+            s.access(r, Owner { id: r, since: 0 }, &hashes[..n], admits);
+        }
         let counted = q >= trace.train_len;
         let mut missed_here = 0u64;
         observer.on_route(q, counted, decision);

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
-use balancer::explain::explain;
+use balancer::explain::{explain, Rule};
 use balancer::explain_doc::{terms_of, to_json, to_text, Context as Seen};
 use balancer::load::{Guarded, StaticLoad};
 use balancer::policy::table::TableVotes;
@@ -128,9 +128,14 @@ pub fn run(args: &ExplainArgs) -> Result<()> {
     let mut out = std::io::stdout().lock();
     for (i, q) in queries.iter().enumerate() {
         let (terms, hashes) = terms_of(q);
-        let e = explain(
-            &votes, &hashes, replicas, args.eps, args.homes, &view, &mut rng,
-        );
+        // No shadow caches here: the table's votes alone.
+        let rule = Rule {
+            replicas,
+            eps: args.eps,
+            homes: args.homes,
+            evidence: 0.0,
+        };
+        let e = explain(&votes, &hashes, rule, &view, &mut rng);
         let doc = to_json(q, &terms, &e, &seen, args.homes);
         if args.json {
             writeln!(out, "{doc}")?;

@@ -137,6 +137,7 @@ pub fn run(args: &GridArgs) -> Result<()> {
                 table: Some(Arc::new(out.table)),
                 loads: args.routing.policy_loads()?,
                 homes: args.routing.homes,
+                evidence: args.routing.cache_evidence,
                 admission,
             },
         )?;

@@ -88,6 +88,10 @@ pub struct ReplayArgs {
     /// Stop after this many queries (default: the whole part).
     #[arg(long)]
     pub queries: Option<usize>,
+    /// Skip the part's first this many queries (a phase that must not repeat the queries
+    /// an earlier phase served starts after them).
+    #[arg(long, default_value_t = 0)]
+    pub skip: usize,
     /// Stop issuing queries after this long (`30s`, `500ms`, `2m`, or seconds).
     #[arg(long)]
     pub duration: Option<String>,
@@ -456,6 +460,15 @@ pub fn run(args: &ReplayArgs) -> Result<()> {
         Part::Test => order.test(),
         Part::Train => order.train(),
         Part::All => &order.order[..],
+    };
+    let Some(ids) = ids.get(args.skip..).filter(|rest| !rest.is_empty()) else {
+        bail!(
+            "{}: the {} part has {} queries, none left after --skip {}",
+            dataset.label,
+            args.part.name(),
+            ids.len(),
+            args.skip
+        );
     };
     let limit = args.queries.unwrap_or(usize::MAX).min(ids.len());
     if limit == 0 {

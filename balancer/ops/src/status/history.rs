@@ -194,6 +194,14 @@ impl Interval<'_> {
         })
     }
 
+    /// The share of answers to requests whose query could not be read (routed blind by the
+    /// fallback policy); `None` without answers.
+    pub fn blind_share(&self) -> Option<f64> {
+        let d = self.reasons();
+        let all: f64 = d.iter().sum();
+        (all > 0.0).then(|| d[RequestReason::Fallback.index()] / all)
+    }
+
     /// Answers per second by every reason, `(name, rate)`, retries (`failover`) included.
     pub fn reason_rates(&self) -> Vec<(&'static str, f64)> {
         let d = self.reasons();

@@ -93,6 +93,7 @@ pub fn build_page(app: &App) -> Page {
             flash_source: window.flash_shares().map(|(_, s)| s.name()),
             table,
             overflow: window.overflow_share(),
+            blind: window.blind_share(),
             reasons: window.reason_rates(),
             p99: window.p99(None),
             charts: charts(samples, &now, &replicas, live),

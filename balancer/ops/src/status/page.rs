@@ -106,6 +106,8 @@ pub struct Page {
     pub table: Option<TableBox>,
     /// Share of routed queries that overflowed, and the stall guard's part, over the window.
     pub overflow: Option<(f64, f64)>,
+    /// Share of answers to requests whose query could not be read (routed blind).
+    pub blind: Option<f64>,
     /// Answers per second by reason over the window.
     pub reasons: Vec<(&'static str, f64)>,
     /// Upstream p99 of every replica over the window, seconds.
@@ -207,7 +209,7 @@ fn table_box(h: &mut String, p: &Page) {
     if p.table.is_some() {
         h.push_str("<th>table version</th><th>content hash</th><th>age</th><th>ramp</th>");
     }
-    h.push_str("<th>overflow</th><th>of it stall guard</th><th>p99 (all)</th>");
+    h.push_str("<th>overflow</th><th>of it stall guard</th><th>read blind</th><th>p99 (all)</th>");
     for (name, _) in &p.reasons {
         let _ = write!(h, "<th>{} /s</th>", esc(name));
     }
@@ -225,9 +227,11 @@ fn table_box(h: &mut String, p: &Page) {
     }
     let _ = write!(
         h,
-        "<td id=\"overflow\">{}</td><td id=\"stalled\">{}</td><td id=\"p99\">{}</td>",
+        "<td id=\"overflow\">{}</td><td id=\"stalled\">{}</td><td id=\"blind\">{}</td>\
+         <td id=\"p99\">{}</td>",
         opt(p.overflow.map(|o| o.0), |v| Unit::Share.show(v)),
         opt(p.overflow.map(|o| o.1), |v| Unit::Share.show(v)),
+        opt(p.blind, |v| Unit::Share.show(v)),
         opt(p.p99, ms)
     );
     for (name, rate) in &p.reasons {

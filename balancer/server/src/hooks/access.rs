@@ -2,6 +2,7 @@
 //! with the request and filled in with its answer; the relay writes it when the body has
 //! been relayed (or cut), the request path when it made the answer itself.
 
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode};
 
 use super::Hook;
@@ -13,10 +14,11 @@ use crate::ctx::{Attempt, Ctx};
 pub struct AccessLog;
 
 impl Hook for AccessLog {
-    fn on_request(&self, ctx: &mut Ctx) {
+    fn on_request(&self, ctx: &mut Ctx, parts: &Parts) {
         ctx.access = Some(Entry {
             start: ctx.start,
             request_id: ctx.id.clone(),
+            route: format!("{} {}", parts.method, parts.uri.path()),
             replica: "-".to_owned(),
             reason: "-",
             status: 0,

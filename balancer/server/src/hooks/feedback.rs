@@ -3,7 +3,7 @@
 //! `load = "work"`, what the query cost its replica in flash bytes, read from
 //! the replica's `x-ballot-miss-bytes` header, from the `request_cost.miss_bytes` entry of
 //! its ORCA load report ([`data::load_report`]), or estimated by the balancer's shadow cache
-//! of that replica ([`crate::shadow`]), as `work_source` says ([`WorkSource`]).
+//! of that replica ([`balancer::shadow`]), as `work_source` says ([`WorkSource`]).
 //!
 //! Every answer is counted by where its bytes came from (`ballot_work_source_total`); a
 //! report that cannot be read is ignored and counted (`ballot_load_reports_malformed_total`),
@@ -109,7 +109,7 @@ impl Feedback {
 
     /// The replica's backlog in the answer's ORCA report (`named_metrics.backlog`), if it
     /// has a readable, non-negative one (a malformed report is counted once, by
-    /// [`Feedback::bytes`], when that reads it).
+    /// the feedback hook, when it reads the miss bytes).
     pub fn backlog(headers: &HeaderMap) -> Option<u64> {
         let value = headers.get(&REPORT_NAME)?;
         match load_report::find(value.as_bytes(), load_report::BACKLOG) {

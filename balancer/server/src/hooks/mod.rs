@@ -11,6 +11,7 @@
 //! | [`hint::CacheHint`] | `[policy] cache_admission` | the no-cache hint, on the request and for the shadow |
 //! | [`shadow::ShadowFeed`] | `[shadow]` | the query fed to its replica's shadow cache |
 //! | [`feedback::Feedback`] | `load = "work"`, `backlog_reports_ms` | the answer's flash work and backlog report |
+//! | [`latency::LatencyFeed`] | `ars`, `prequal` | the answer's response time, service time and queue |
 //! | [`headers::RoutingHeaders`] | `routing_headers = true` | `x-ballot-replica`, `x-ballot-reason` on the answer |
 //!
 //! Their order is fixed: the hint before the shadow cache (the shadow keeps out what the
@@ -20,11 +21,14 @@ pub mod access;
 pub mod feedback;
 pub mod headers;
 pub mod hint;
+pub mod latency;
 pub mod ramp;
 pub mod shadow;
 
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode};
 use balancer::load::LoadKind;
+use balancer::policy::PolicyKind;
 
 use crate::config::Validated;
 use crate::ctx::{Attempt, Ctx};
@@ -34,8 +38,8 @@ use crate::upstream::Answer;
 /// One optional concern of the request path. Every method has a default that does
 /// nothing; a hook overrides the points it needs.
 pub trait Hook: Send + Sync {
-    /// A request arrived: its context is new, nothing is read yet.
-    fn on_request(&self, _ctx: &mut Ctx) {}
+    /// A request arrived with the head `parts`: its context is new, nothing is read yet.
+    fn on_request(&self, _ctx: &mut Ctx, _parts: &Parts) {}
     /// The request's query was read and it was admitted, before it is routed (once per
     /// request, however many shards and attempts follow).
     fn on_query(&self, _ctx: &Ctx) {}
@@ -79,6 +83,9 @@ impl Hooks {
         if cfg.load == LoadKind::Work || c.backlog_reports_ms > 0 {
             list.push(Box::new(feedback::Feedback::new(cfg)));
         }
+        if matches!(c.policy.name, PolicyKind::Ars | PolicyKind::Prequal) {
+            list.push(Box::new(latency::LatencyFeed));
+        }
         if c.routing_headers {
             list.push(Box::new(headers::RoutingHeaders));
         }
@@ -86,8 +93,8 @@ impl Hooks {
     }
 
     /// Runs [`Hook::on_request`] of each hook.
-    pub fn request(&self, ctx: &mut Ctx) {
-        self.0.iter().for_each(|h| h.on_request(ctx));
+    pub fn request(&self, ctx: &mut Ctx, parts: &Parts) {
+        self.0.iter().for_each(|h| h.on_request(ctx, parts));
     }
 
     /// Runs [`Hook::on_query`] of each hook.

@@ -1,5 +1,5 @@
 //! Feeds each query to its replica's shadow cache when it is sent (`[shadow]`,
-//! [`crate::shadow`]): the cache's misses are the attempt's flash-byte estimate, which the
+//! [`balancer::shadow`]): the cache's misses are the attempt's flash-byte estimate, which the
 //! work load reads ([`super::feedback`]) and `ballot_shadow_miss_bytes_total` counts. The
 //! cache keeps a missed list as the replica does: all but the lists the attempt's cache
 //! hint names, when the hint applies at the shadow's size.
@@ -52,7 +52,7 @@ impl ShadowFeed {
             let Some(rep) = rep.as_ref().filter(|r| r.is_healthy() && !r.is_drained()) else {
                 continue;
             };
-            sum += shadow.peek(i, rep, term_hashes);
+            sum += shadow.peek(i, rep.owner(), term_hashes);
             live += 1;
         }
         Some(sum / live.max(1))
@@ -80,7 +80,7 @@ impl Hook for ShadowFeed {
             &[]
         };
         let choice = &attempt.choice;
-        let missed = shadow.access(choice.index, &choice.replica, terms.hashes(), |h| {
+        let missed = shadow.access(choice.index, choice.replica.owner(), terms.hashes(), |h| {
             !kept_out.contains(&h)
         });
         if let Some(rr) = round_robin {

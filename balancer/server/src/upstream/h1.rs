@@ -81,6 +81,28 @@ pub enum ProtocolError {
     Upgrade,
 }
 
+/// Makes the length headers say what `framing` found: a chunked body's `Content-Length`
+/// goes, a repeated length (`3, 3`) goes on as the one value it stands for (RFC 9110
+/// §8.6). Returns false when the connection must close afterwards (chunked in HTTP/1.0 is
+/// faulty framing, §6.1).
+fn normalize_length(headers: &mut HeaderMap, framing: Framing, http11: bool) -> bool {
+    match framing {
+        Framing::Chunked => {
+            headers.remove(header::CONTENT_LENGTH);
+            http11
+        }
+        Framing::Length(n) => {
+            let mut lengths = headers.get_all(header::CONTENT_LENGTH).iter();
+            let first = lengths.next();
+            if lengths.next().is_some() || first.is_some_and(|v| v.as_bytes().contains(&b',')) {
+                headers.insert(header::CONTENT_LENGTH, HeaderValue::from(n));
+            }
+            true
+        }
+        _ => true,
+    }
+}
+
 /// Parses the response head at the start of `buf`: `Ok(None)` while it is incomplete.
 /// Interim 1xx answers (other than 101) are skipped.
 pub fn parse_head(buf: &[u8]) -> Result<Option<Head>, ProtocolError> {
@@ -137,28 +159,7 @@ pub fn parse_head(buf: &[u8]) -> Result<Option<Head>, ProtocolError> {
             headers.append(name, value);
         }
         let (framing, mut keep_alive) = framing(status, &headers)?;
-        match framing {
-            Framing::Chunked => {
-                headers.remove(header::CONTENT_LENGTH);
-                // Chunked in HTTP/1.0 is faulty framing: close afterwards (§6.1).
-                keep_alive &= http11;
-            }
-            // A repeated length (`3, 3`) goes on as the one value it stands for (RFC 9110
-            // §8.6).
-            Framing::Length(n)
-                if headers
-                    .get_all(header::CONTENT_LENGTH)
-                    .iter()
-                    .nth(1)
-                    .is_some()
-                    || headers
-                        .get(header::CONTENT_LENGTH)
-                        .is_some_and(|v| v.as_bytes().contains(&b',')) =>
-            {
-                headers.insert(header::CONTENT_LENGTH, HeaderValue::from(n));
-            }
-            _ => {}
-        }
+        keep_alive &= normalize_length(&mut headers, framing, http11);
         keep_alive &= connection_persists(http11, &headers);
         return Ok(Some(Head {
             status,

@@ -34,7 +34,9 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::time::Instant;
 
-use balancer::load::{InFlight, Window};
+use balancer::load::{InFlight, LatencyStats, Window};
+use balancer::policy::DEFAULT_TERM_BYTES;
+use balancer::shadow::Shadow;
 use data::hash::mix64;
 use data::rng::Rng;
 
@@ -76,6 +78,8 @@ struct Task {
     pending: u32,
     /// Flash bytes it read.
     miss: u64,
+    /// When it got a worker.
+    started: f64,
 }
 
 /// One query in flight.
@@ -95,6 +99,10 @@ struct Query {
     counted: bool,
     /// Flash bytes its tasks read.
     miss: u64,
+    /// The longest time one of its tasks held a worker (its replica's service time), s.
+    service: f64,
+    /// Searches in flight at the replica its last task left (the backlog it reports).
+    backlog: u32,
 }
 
 /// Cores shared by the CPU parts.
@@ -157,6 +165,11 @@ pub(crate) struct Engine<'a, C> {
     /// Policy routing: every balancer's requests in flight, what the replicas' backlog
     /// reports tell ([`BalancerModel::reports`](super::config::BalancerModel::reports)).
     in_flight_all: InFlight,
+    /// Policy routing: each replica's answer speed, as the balancer measures it (for
+    /// `ars` and `prequal`).
+    latency: LatencyStats,
+    /// Policy routing by `cache-aware`: the balancer's shadow caches, fed as it feeds them.
+    shadow: Option<Shadow>,
     events: Events,
     tasks: Vec<Task>,
     free_tasks: Vec<u32>,
@@ -217,6 +230,15 @@ impl<'a, C: Cache> Engine<'a, C> {
             .admission
             .clone()
             .filter(|a| a.applies(cfg.capacity_bytes));
+        let shadow = match router {
+            Router::Policy(p) if p.reads_shadow() => Some(Shadow::from_terms(
+                terms.iter().map(|t| (t.hash, t.bytes)),
+                DEFAULT_TERM_BYTES,
+                cfg.capacity_bytes,
+                cfg.eviction,
+            )),
+            _ => None,
+        };
         Engine {
             trace,
             terms,
@@ -231,6 +253,8 @@ impl<'a, C: Cache> Engine<'a, C> {
                 .collect(),
             in_flights: (0..views).map(|_| InFlight::new(cfg.replicas)).collect(),
             in_flight_all: InFlight::new(cfg.replicas),
+            latency: LatencyStats::default(),
+            shadow,
             events: Events::default(),
             tasks: Vec::new(),
             free_tasks: Vec::new(),

@@ -4,8 +4,9 @@
 //! `balancer-server` updates them). Also the zero-time path that replays a query as the
 //! trace simulator does.
 
-use balancer::load::{first_n_bits, Guarded, LoadKind, LoadView, Stall};
+use balancer::load::{first_n_bits, Guarded, LoadKind, LoadView, Signaled, Signals, Stall};
 use balancer::policy::QueryKey;
+use balancer::shadow::{FixedOwners, Owner, Owners};
 use data::hash::mix64;
 use data::tokenizer::MAX_TERMS;
 
@@ -57,9 +58,28 @@ impl<C: Cache> Engine<'_, C> {
         // Every replica of the simulated cluster is live and none is in slow start.
         let live = first_n_bits(self.replicas);
         let view = Guarded::new(base, in_flight, self.replicas, live, stall);
+        // A replica of the simulated cluster never restarts: its slot is its owner.
+        let signals = Signals {
+            latency: Some(&self.latency),
+            shadow: self
+                .shadow
+                .as_ref()
+                .map(|s| (s, &FixedOwners as &dyn Owners)),
+        };
         let d = policy
-            .route(&key, &view, &mut self.route_rng)
+            .route(&key, &Signaled::new(&view, signals), &mut self.route_rng)
             .expect("every simulated replica is live");
+        if let (Some(shadow), Some(trace)) = (&self.shadow, self.trace) {
+            // Fed when sent, as the balancer feeds it, under the replica's admission rule.
+            let (r, terms) = (usize::from(d.replica), trace.terms(q));
+            let admits = |h: u64| {
+                hashes[..n]
+                    .iter()
+                    .position(|&x| x == h)
+                    .is_none_or(|i| self.admits(r, terms[i]))
+            };
+            shadow.access(r, Owner { id: r, since: 0 }, &hashes[..n], admits);
+        }
         if counted {
             self.ph.decisions += 1;
             self.ph.overflow += u64::from(d.reason.is_overflow());
@@ -116,6 +136,8 @@ impl<C: Cache> Engine<'_, C> {
             failed: false,
             counted,
             miss: 0,
+            service: 0.0,
+            backlog: 0,
         });
         match self.router {
             Router::Policy(policy) => {
@@ -181,6 +203,7 @@ impl<C: Cache> Engine<'_, C> {
             on_core: false,
             pending: NIL,
             miss: 0,
+            started: 0.0,
         });
         let srv = &mut self.servers[server];
         if (srv.busy as usize) < self.cfg.replica.workers {
@@ -194,6 +217,7 @@ impl<C: Cache> Engine<'_, C> {
     /// Task `ti` got a worker.
     #[inline]
     pub(super) fn start(&mut self, ti: u32) {
+        self.tasks[ti as usize].started = self.now;
         match self.cfg.service {
             Service::Flash => self.advance(ti),
             s => {
@@ -293,11 +317,13 @@ impl<C: Cache> Engine<'_, C> {
             query: qi,
             server,
             miss,
+            started,
             ..
         } = self.tasks[ti as usize];
         self.free_tasks.push(ti);
         let srv = &mut self.servers[server as usize];
         srv.leave(self.now);
+        let backlog = srv.in_flight;
         srv.busy -= 1;
         if let Some(next) = srv.waiting.pop_front() {
             srv.busy += 1;
@@ -317,6 +343,8 @@ impl<C: Cache> Engine<'_, C> {
         }
         let query = &mut self.queries[qi as usize];
         query.miss += miss;
+        query.service = query.service.max(self.now - started);
+        query.backlog = backlog;
         query.remaining -= 1;
         if query.remaining == 0 {
             self.complete_query(qi);
@@ -341,6 +369,15 @@ impl<C: Cache> Engine<'_, C> {
             let (index, b) = (usize::from(query.index), usize::from(query.balancer));
             self.in_flights[b].finish(index);
             self.in_flight_all.finish(index);
+            if !query.failed {
+                // What the balancer's latency hook records of the answer.
+                self.latency.record(
+                    index,
+                    (self.now - query.arrival) * 1e3,
+                    Some(query.service * 1e3),
+                    Some(f64::from(query.backlog)),
+                );
+            }
             if self.cfg.balancer.load == LoadKind::Work && !query.failed {
                 let cost = self
                     .cfg

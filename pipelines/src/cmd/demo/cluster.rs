@@ -284,6 +284,8 @@ pub struct BalancerSpec {
     pub shadow: Option<(u64, eviction::EvictionKind)>,
     /// `table`'s home share.
     pub homes: f64,
+    /// `table`'s weight of the shadow caches' evidence (read with `shadow`).
+    pub cache_evidence: f64,
     /// `[policy] cache_admission` (the table's share; `None`: not set).
     pub cache_admission: Option<f32>,
     /// Routing decisions the balancer's load window counts.
@@ -301,8 +303,6 @@ pub struct ShardsSpec {
     pub count: usize,
     /// `route`.
     pub route: String,
-    /// `tables` (none: every shard reads `[policy] table`).
-    pub tables: Vec<PathBuf>,
 }
 
 /// The environment variable whose token, when set, opens the demo balancers' admin API
@@ -344,6 +344,7 @@ pub fn start_balancer(
         toml_string(&spec.policy)
     );
     toml += &format!("homes = {}\n", spec.homes);
+    toml += &format!("cache_evidence = {}\n", spec.cache_evidence);
     if let Some(share) = spec.cache_admission {
         toml += &format!("cache_admission = {share}\n");
     }
@@ -359,14 +360,6 @@ pub fn start_balancer(
     let per_shard = replicas.len() / spec.shards.as_ref().map_or(1, |s| s.count.max(1));
     if let Some(sh) = &spec.shards {
         toml += &format!("\n[shards]\nroute = {}\n", toml_string(&sh.route));
-        if !sh.tables.is_empty() {
-            let tables = sh
-                .tables
-                .iter()
-                .map(|t| path_value(t))
-                .collect::<Result<Vec<_>>>()?;
-            toml += &format!("tables = [{}]\n", tables.join(", "));
-        }
     }
     for (i, r) in replicas.iter().enumerate() {
         let (shard, column) = (i / per_shard.max(1), i % per_shard.max(1));

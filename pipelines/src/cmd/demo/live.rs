@@ -47,8 +47,6 @@ pub struct ShardSetup {
     pub count: usize,
     /// The balancer's `[shards] route`.
     pub route: String,
-    /// One table per shard (`[shards] tables`), or none.
-    pub tables: Vec<PathBuf>,
 }
 
 /// Everything the live run needs.
@@ -102,8 +100,10 @@ pub struct LiveSetup<'a> {
     pub sim_cpu_us: f64,
     /// Queueing prediction: cores every replica's CPU work shares.
     pub sim_cores: usize,
-    /// Policies, in run order.
+    /// Policies, in run order (of the first round).
     pub policies: Vec<PolicyKind>,
+    /// Rounds over the policies, round `k` in the order rotated by `k`.
+    pub rounds: usize,
     /// Where the processes' logs and configs go.
     pub work_dir: PathBuf,
 }
@@ -123,6 +123,16 @@ impl LiveSetup<'_> {
         }
     }
 
+    /// The table's weight of the shadow caches' evidence: `--cache-evidence`, or 0 with
+    /// shards (the balancer keeps no shadow caches for a sharded backend).
+    fn cache_evidence(&self) -> f64 {
+        if self.shards.count > 1 {
+            0.0
+        } else {
+            self.routing.cache_evidence
+        }
+    }
+
     /// The load the live balancer and the queueing prediction bound `kind` by.
     fn live_load_for(&self, kind: PolicyKind) -> balancer::LoadKind {
         match self.others_load {
@@ -137,6 +147,8 @@ impl LiveSetup<'_> {
 pub struct LiveRow {
     /// Policy name.
     pub policy: String,
+    /// The round it ran in (1-based).
+    pub round: usize,
     /// Simulated miss bytes ratio over the counted queries.
     pub simulated_miss_bytes_ratio: f64,
     /// Simulated max/mean queries per replica.
@@ -210,16 +222,16 @@ pub struct Predicted {
 /// What the live run measured.
 #[derive(Clone, Debug, Serialize)]
 pub struct LiveReport {
-    /// One row per policy, in run order.
+    /// One row per policy and round, in run order.
     pub rows: Vec<LiveRow>,
+    /// Rounds over the policies (each in an order rotated by one).
+    pub rounds: usize,
     /// Replicas started per policy (of each shard).
     pub replicas: usize,
     /// Shards.
     pub shards: usize,
     /// The balancer's `[shards] route` (with shards).
     pub shard_route: String,
-    /// Whether each shard had a table of its own.
-    pub table_per_shard: bool,
     /// Per-replica cache bytes.
     pub cache_bytes: u64,
     /// Eviction policy of every replica's cache.
@@ -262,15 +274,30 @@ pub fn run(setup: &LiveSetup<'_>) -> Result<LiveReport> {
 
     let mut rows = Vec::new();
     let mut rate = setup.rate;
-    for (&kind, sim) in setup.policies.iter().zip(&simulated) {
+    let n = setup.policies.len();
+    let mut predictions = vec![None; n];
+    let order =
+        (0..setup.rounds.max(1)).flat_map(|round| (0..n).map(move |i| (round, (i + round) % n)));
+    for (round, i) in order {
+        let (kind, sim) = (setup.policies[i], &simulated[i]);
         println!(
-            "live: {kind}: starting {} replicas and the balancer (load {}, work from {})",
+            "live: {kind} (round {}): starting {} replicas and the balancer (load {}, work \
+             from {})",
+            round + 1,
             setup.servers(),
             setup.live_load_for(kind),
             setup.routing.work_source
         );
-        let run = serve_policy(setup, kind, &mut rate)?;
-        let predicted = predict(setup, &table, kind, run.offered_qps)?;
+        let run = serve_policy(setup, kind, round, &mut rate)?;
+        // Every round serves at the one rate the first run fixed: one prediction per policy.
+        let predicted = match &predictions[i] {
+            Some(p) => Predicted::clone(p),
+            None => {
+                let p = predict(setup, &table, kind, run.offered_qps)?;
+                predictions[i] = Some(p.clone());
+                p
+            }
+        };
         let (Some(s1), Some(s2)) = (&run.saturate.stats, &run.steady.stats) else {
             bail!("no /stats were read");
         };
@@ -291,6 +318,7 @@ pub fn run(setup: &LiveSetup<'_>) -> Result<LiveReport> {
             .fold(0.0, f64::max);
         let row = LiveRow {
             policy: kind.name().to_owned(),
+            round: round + 1,
             simulated_miss_bytes_ratio: sim.miss_bytes_ratio,
             simulated_imbalance: sim.imbalance,
             simulated_overflow_share: sim.overflow_share,
@@ -350,10 +378,10 @@ pub fn run(setup: &LiveSetup<'_>) -> Result<LiveReport> {
     }
     Ok(LiveReport {
         rows,
+        rounds: setup.rounds.max(1),
         replicas: setup.replicas,
         shards: setup.shards.count,
         shard_route: setup.shards.route.clone(),
-        table_per_shard: !setup.shards.tables.is_empty(),
         cache_bytes: setup.cache_bytes,
         eviction: setup.eviction,
         flash_read_mbps: setup.flash_read_mbps,
@@ -387,9 +415,15 @@ struct PolicyRun {
 fn serve_policy(
     setup: &LiveSetup<'_>,
     kind: PolicyKind,
+    round: usize,
     rate: &mut Option<f64>,
 ) -> Result<PolicyRun> {
-    let logs = setup.work_dir.join(kind.name());
+    let logs = match round {
+        0 => setup.work_dir.join(kind.name()),
+        r => setup
+            .work_dir
+            .join(format!("{}-round{}", kind.name(), r + 1)),
+    };
     std::fs::create_dir_all(&logs).with_context(|| format!("{}: cannot create", logs.display()))?;
     let mut replicas = Vec::with_capacity(setup.servers());
     for s in 0..setup.shards.count {
@@ -411,9 +445,13 @@ fn serve_policy(
         load: setup.live_load_for(kind),
         work_query_bytes: setup.routing.work_query_bytes,
         work_source: setup.routing.work_source,
-        shadow: (setup.routing.work_source == balancer::WorkSource::Shadow)
+        // `cache-aware`, and `table` with evidence, route by the shadow caches too.
+        shadow: (setup.routing.work_source == balancer::WorkSource::Shadow
+            || kind == PolicyKind::CacheAware
+            || (kind == PolicyKind::Table && setup.cache_evidence() > 0.0))
             .then_some((setup.cache_bytes, setup.eviction)),
         homes: setup.routing.homes,
+        cache_evidence: setup.cache_evidence(),
         cache_admission: setup
             .cache_admission
             .filter(|_| kind == PolicyKind::Table)
@@ -423,11 +461,6 @@ fn serve_policy(
         shards: (setup.shards.count > 1).then(|| ShardsSpec {
             count: setup.shards.count,
             route: setup.shards.route.clone(),
-            tables: if kind.needs_table() {
-                setup.shards.tables.clone()
-            } else {
-                Vec::new()
-            },
         }),
     };
     let members: Vec<&Proc> = replicas.iter().collect();
@@ -539,17 +572,15 @@ fn routing_reasons(balancers: &[Proc]) -> Result<Reasons> {
 
 /// Adds the `ballot_requests_total` first attempts of the metrics `text` to `r`.
 fn add_reasons(text: &str, r: &mut Reasons) {
-    for line in text
-        .lines()
-        .filter(|l| l.starts_with("ballot_requests_total{") && !l.contains("reason=\"failover\""))
-    {
-        let Some(v) = line.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()) else {
+    for s in data::prometheus::samples(text) {
+        let reason = s.label("reason").unwrap_or("");
+        if s.name != "ballot_requests_total" || reason == "failover" {
             continue;
-        };
-        r.first_attempts += v;
+        }
+        r.first_attempts += s.value;
         // Over the load bound, or full by the stall guard.
-        if line.contains("reason=\"overflow\"") || line.contains("reason=\"stall-guard\"") {
-            r.overflow += v;
+        if matches!(reason, "overflow" | "stall-guard") {
+            r.overflow += s.value;
         }
     }
 }
@@ -587,26 +618,16 @@ fn predict(
     let params = PolicyParams {
         eps: setup.eps,
         homes: setup.routing.homes,
+        evidence: setup.cache_evidence(),
         term_bytes: Arc::new(trace.term_bytes_map()),
         table: Some(table.clone()),
         ..PolicyParams::new(setup.replicas)
     };
-    // Per shard: each shard's balancer routes with a policy of its own (its own table with
-    // `tables`); otherwise one decision picks the column of every shard.
+    // Per shard: each shard routes its part with the policy over its own loads; otherwise
+    // one decision picks the column of every shard.
     let per_shard = setup.shards.count > 1 && setup.shards.route == "per-shard";
     let mut policies = Vec::new();
-    for s in 0..if per_shard { setup.shards.count } else { 1 } {
-        let table = match setup.shards.tables.get(s) {
-            Some(path) if kind.needs_table() && per_shard => {
-                let replicas = u16::try_from(setup.replicas).ok();
-                Arc::new(VotingTable::read_parquet(path, replicas)?)
-            }
-            _ => table.clone(),
-        };
-        let params = PolicyParams {
-            table: Some(table),
-            ..params.clone()
-        };
+    for _ in 0..if per_shard { setup.shards.count } else { 1 } {
         policies.push(build_policy(kind, &params)?);
     }
     let refs: Vec<&dyn balancer::RoutingPolicy> = policies.iter().map(|p| p.as_ref()).collect();
@@ -682,6 +703,7 @@ fn simulate(setup: &LiveSetup<'_>, table: &Arc<VotingTable>) -> Result<Vec<Simul
     let params = PolicyParams {
         eps: setup.eps,
         homes: setup.routing.homes,
+        evidence: setup.cache_evidence(),
         term_bytes: Arc::new(trace.term_bytes_map()),
         table: Some(table.clone()),
         ..PolicyParams::new(setup.replicas)

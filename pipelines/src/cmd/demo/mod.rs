@@ -60,10 +60,6 @@ pub struct DemoArgs {
     /// routes its part itself).
     #[arg(long, default_value = "same-column", value_parser = ["same-column", "per-shard"])]
     pub shard_route: String,
-    /// With --shard-route per-shard: train one table per shard, on that shard's own sizes,
-    /// and give each shard its own.
-    #[arg(long)]
-    pub table_per_shard: bool,
     /// Per-replica cache size the voting table is trained for (and the live run uses).
     #[arg(long, default_value_t = 0.05)]
     pub train_cache_frac: f64,
@@ -91,6 +87,15 @@ pub struct DemoArgs {
     /// Live: policies served, in order (the first sets the open-loop rate).
     #[arg(long, default_value = "round-robin,ch-bl,table")]
     pub live_policies: String,
+    /// Live: rounds over the policies, each in an order rotated by one (round k starts
+    /// with the k-th policy), so no policy always runs first or last; the report gives each
+    /// policy's spread over the rounds.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=10))]
+    pub live_rounds: u64,
+    /// Split by time instead of the shuffled 80/20 split: train before this instant (UTC,
+    /// `2006-05-01T00:00:00`), serve from it on, in log order (a log with times only).
+    #[arg(long)]
+    pub split_time: Option<String>,
     /// Live: last train queries replayed to warm the caches (not counted).
     #[arg(long, default_value_t = 5_000)]
     pub live_warm: usize,
@@ -150,9 +155,6 @@ impl DemoArgs {
                 self.replicas
             );
         }
-        if self.table_per_shard && (self.shard_route != "per-shard" || self.shards < 2) {
-            bail!("--table-per-shard needs --shards of 2 or more and --shard-route per-shard");
-        }
         crate::routing_args::cache_admission(self.cache_admission)?;
         if self.cache_admission.is_some() && self.shards > 1 {
             bail!("--cache-admission is not supported with --shards yet (one shard only)");
@@ -208,7 +210,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
     let split = SplitArgs {
         split: 0.8,
         shuffle_seed: 1,
-        split_time: None,
+        split_time: args.split_time.clone(),
     };
     // The live part's queries, checked before any work: the last train queries warm, the
     // first test queries are counted.
@@ -290,18 +292,6 @@ pub fn run(args: &DemoArgs) -> Result<()> {
         })
     };
     train_on(&sizes, &table, true)?;
-    let mut shard_tables = Vec::new();
-    if args.table_per_shard {
-        for s in 0..args.shards {
-            let shard_sizes = SizeArgs {
-                sizes: Some(replica::shard_dir(&index, s).join("sizes.parquet")),
-                ..sizes.clone()
-            };
-            let t = args.out.join(format!("table-shard-{s}.parquet"));
-            train_on(&shard_sizes, &t, false)?;
-            shard_tables.push(t);
-        }
-    }
     let eval = EvalArgs {
         log: args.log.clone(),
         sizes: sizes.clone(),
@@ -346,7 +336,6 @@ pub fn run(args: &DemoArgs) -> Result<()> {
             shards: live::ShardSetup {
                 count: args.shards as usize,
                 route: args.shard_route.clone(),
-                tables: shard_tables,
             },
             index: index.clone(),
             sizes_path,
@@ -372,6 +361,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
             }),
             load_frac: args.live_load,
             policies: live_policies,
+            rounds: args.live_rounds as usize,
             work_dir: args.out.join("live"),
         };
         let r = live::run(&setup)?;

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use anyhow::Result;
 
-use super::live::LiveReport;
+use super::live::{LiveReport, LiveRow};
 use crate::chart::{bar_chart, Bars};
 use crate::cmd::eval::EvalReport;
 
@@ -136,7 +136,7 @@ fn live_section(md: &mut String, live: &LiveReport) -> Result<()> {
         writeln!(
             md,
             "| {} | {:.4} | {:.4} | {:+.4} | {:.3} / {:.3} | {:.3} | {:.3} / {:.3} | {:.1} | {:.2}x | {:.1} | {:.1} | {:.1} / {:.1} | {} |",
-            r.policy,
+            row_name(live, r),
             r.simulated_miss_bytes_ratio,
             r.measured_miss_bytes_ratio,
             r.measured_miss_bytes_ratio - r.simulated_miss_bytes_ratio,
@@ -153,6 +153,9 @@ fn live_section(md: &mut String, live: &LiveReport) -> Result<()> {
             r.steady_p99_ms,
             r.errors
         )?;
+    }
+    if live.rounds > 1 {
+        spread_section(md, live)?;
     }
     writeln!(md, "\n### Predicted by the queueing simulator\n")?;
     writeln!(md, "`cache_sim::queueing` replays the same queries through the same policy, load bound, caches and emulated flash, with time: closed loop with the same clients, then open loop at the same offered rate, every process's CPU work on the machine's shared cores (`--sim-cpu-us`, `--sim-cores`).\n")?;
@@ -173,7 +176,7 @@ fn live_section(md: &mut String, live: &LiveReport) -> Result<()> {
         writeln!(
             md,
             "| {} | {:.1} / {:.1} / {} | {:.1} / {:.1} / {} | {:.3} / {:.3} | {:.3} / {:.3} |",
-            r.policy,
+            row_name(live, r),
             r.saturation_qps,
             p.saturation_qps,
             err(r.saturation_qps, p.saturation_qps),
@@ -214,9 +217,80 @@ fn live_section(md: &mut String, live: &LiveReport) -> Result<()> {
     Ok(())
 }
 
+/// A row's name: the policy, and its round when there are several.
+fn row_name(live: &LiveReport, r: &LiveRow) -> String {
+    if live.rounds > 1 {
+        format!("{} (round {})", r.policy, r.round)
+    } else {
+        r.policy.clone()
+    }
+}
+
+/// Each policy's median over the rounds and its spread (lowest – highest), against the
+/// first policy's median.
+fn spread_section(md: &mut String, live: &LiveReport) -> Result<()> {
+    writeln!(
+        md,
+        "\n### Over {} rounds in rotated order\n\nEach policy's median, and its spread \
+         (lowest – highest) over the rounds.\n",
+        live.rounds
+    )?;
+    writeln!(
+        md,
+        "| policy | throughput at saturation (q/s) | vs first | p99 at offered load (ms) | vs first | errors |"
+    )?;
+    writeln!(md, "|---|---:|---:|---:|---:|---:|")?;
+    let spread = |policy: &str, f: fn(&LiveRow) -> f64| -> (f64, f64, f64) {
+        let mut v: Vec<f64> = live
+            .rows
+            .iter()
+            .filter(|r| r.policy == policy)
+            .map(f)
+            .collect();
+        v.sort_by(f64::total_cmp);
+        let median = match v.len() {
+            0 => 0.0,
+            n if n % 2 == 1 => v[n / 2],
+            n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+        };
+        (
+            median,
+            v.first().copied().unwrap_or(0.0),
+            v.last().copied().unwrap_or(0.0),
+        )
+    };
+    let mut policies: Vec<&str> = Vec::new();
+    for r in &live.rows {
+        if !policies.contains(&r.policy.as_str()) {
+            policies.push(&r.policy);
+        }
+    }
+    let first = policies.first().copied().unwrap_or_default();
+    let (base_qps, _, _) = spread(first, |r| r.saturation_qps);
+    let (base_p99, _, _) = spread(first, |r| r.steady_p99_ms);
+    let vs = |x: f64, base: f64| if base > 0.0 { x / base } else { 0.0 };
+    for p in policies {
+        let (q, q_lo, q_hi) = spread(p, |r| r.saturation_qps);
+        let (l, l_lo, l_hi) = spread(p, |r| r.steady_p99_ms);
+        let errors: u64 = live
+            .rows
+            .iter()
+            .filter(|r| r.policy == p)
+            .map(|r| r.errors)
+            .sum();
+        writeln!(
+            md,
+            "| {p} | {q:.1} ({q_lo:.1} – {q_hi:.1}) | {:.2}x | {l:.1} ({l_lo:.1} – {l_hi:.1}) | {:.2}x | {errors} |",
+            vs(q, base_qps),
+            vs(l, base_p99),
+        )?;
+    }
+    Ok(())
+}
+
 /// Draws `live-miss.svg`, `live-throughput.svg` and `live-p99.svg` into `out`.
 pub fn live_charts(out: &Path, live: &LiveReport) -> Result<()> {
-    let names: Vec<String> = live.rows.iter().map(|r| r.policy.clone()).collect();
+    let names: Vec<String> = live.rows.iter().map(|r| row_name(live, r)).collect();
     let one = |name: &str, values: Vec<f64>| Bars {
         name: name.into(),
         values,
@@ -268,13 +342,13 @@ pub fn live_charts(out: &Path, live: &LiveReport) -> Result<()> {
 /// Prints the side-by-side table to stdout.
 pub fn print_live_table(live: &LiveReport) {
     println!(
-        "{:<12} {:>10} {:>10} {:>9} {:>12} {:>9} {:>13} {:>9}",
+        "{:<24} {:>10} {:>10} {:>9} {:>12} {:>9} {:>13} {:>9}",
         "policy", "simulated", "measured", "diff", "sat q/s", "p99 ms", "p99 ms@load", "errors"
     );
     for r in &live.rows {
         println!(
-            "{:<12} {:>10.4} {:>10.4} {:>+9.4} {:>12.1} {:>9.1} {:>13.1} {:>9}",
-            r.policy,
+            "{:<24} {:>10.4} {:>10.4} {:>+9.4} {:>12.1} {:>9.1} {:>13.1} {:>9}",
+            row_name(live, r),
             r.simulated_miss_bytes_ratio,
             r.measured_miss_bytes_ratio,
             r.measured_miss_bytes_ratio - r.simulated_miss_bytes_ratio,

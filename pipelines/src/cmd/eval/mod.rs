@@ -137,6 +137,7 @@ pub fn run(args: &EvalArgs) -> Result<EvalReport> {
         table,
         loads: args.routing.policy_loads()?,
         homes: args.routing.homes,
+        evidence: args.routing.cache_evidence,
         admission: crate::routing_args::cache_admission(args.cache_admission)?,
     };
     let stage = Stage::start(&format!(

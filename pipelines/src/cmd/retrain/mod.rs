@@ -547,6 +547,7 @@ fn evaluate(
     let params = PolicyParams {
         eps: args.eps,
         homes: args.routing.homes,
+        evidence: args.routing.cache_evidence,
         term_bytes: Arc::new(trace.term_bytes_map()),
         table: Some(table),
         ..PolicyParams::new(args.replicas)

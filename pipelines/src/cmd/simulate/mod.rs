@@ -380,6 +380,12 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
             let params = PolicyParams {
                 eps: args.eps,
                 homes: args.routing.homes,
+                // The balancer keeps no shadow caches for a sharded backend.
+                evidence: if args.shards > 1 {
+                    0.0
+                } else {
+                    args.routing.cache_evidence
+                },
                 term_bytes: Arc::new(trace.term_bytes_map()),
                 table,
                 ..PolicyParams::new(args.replicas)

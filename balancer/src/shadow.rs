@@ -1,5 +1,7 @@
-//! Shadow caches: the balancer's own estimate of each replica's flash work, for backends that
-//! do not report it (a search engine ballot did not write sends no `x-ballot-miss-bytes`).
+//! Shadow caches: a router's own estimate of what each replica's cache holds and of its
+//! flash work, for backends that do not report it (a search engine ballot did not write
+//! sends no `x-ballot-miss-bytes`), and for the `cache-aware` policy, which routes by what
+//! they hold. The HTTP balancer and both simulators keep them with this one code.
 //!
 //! The balancer knows which terms it sent to which replica and how large their postings are
 //! (the size table of `[policy] sizes`), so it can replay them into a cache per replica of
@@ -14,31 +16,50 @@
 //!   [`Shadow::MAX_UNKNOWN`] of them, and after that counts as a miss of its default size
 //!   every time without being cached. Memory is therefore bounded: the id maps, and per
 //!   replica four bytes per id plus one entry per cached term ([`Shadow::memory_bytes`]).
-//! - Replicas come and go: each slot's cache belongs to the replica object it was built
-//!   for and to the query-clock stamp at which that replica last became live, so a replica
-//!   that is removed, replaced, or ejected and re-admitted (a restart, most likely: its RAM
-//!   cache is empty) starts from an empty shadow cache too.
+//! - Replicas come and go: each slot's cache belongs to an [`Owner`], the replica it was
+//!   built for and the moment that replica last became live, so a replica that is removed,
+//!   replaced, or ejected and re-admitted (a restart, most likely: its RAM cache is empty)
+//!   starts from an empty shadow cache too.
 //! - A query is fed when it is sent: a retry on another replica feeds that replica's cache
 //!   too, and the first replica's estimate keeps it (rare: failovers only).
-//! - One lock per replica's cache, held for the few operations of one query. Feeding
-//!   tokenizes the query once more (the routing buffers are gone by then), only when
-//!   `[shadow]` is configured.
+//! - One lock per replica's cache, held for the few operations of one query.
 
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Mutex, RwLock};
 
-use balancer::load::MAX_REPLICAS;
 use data::sizes::SizeTable;
 use eviction::{new_cache, Cache, EvictionKind};
 use rustc_hash::FxHashMap;
 
-use crate::replicas::Replica;
+use crate::MAX_REPLICAS;
+
+/// Whom a slot's cache belongs to: a replica (any id unique among the replicas that ever
+/// held the slot) and the moment it last became live. A cache of another owner is empty.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Owner {
+    /// The replica.
+    pub id: usize,
+    /// When it last became live (any clock).
+    pub since: u64,
+}
+
+/// Who holds each replica slot now, as the shadow caches name its owner.
+pub trait Owners {
+    /// The owner of slot `slot` (`None`: an empty slot).
+    fn owner(&self, slot: usize) -> Option<Owner>;
+}
+
+/// Each slot its own owner for ever: the simulators' replicas never restart.
+pub struct FixedOwners;
+
+impl Owners for FixedOwners {
+    fn owner(&self, slot: usize) -> Option<Owner> {
+        Some(Owner { id: slot, since: 0 })
+    }
+}
 
 /// Per replica: the cache and whom it belongs to.
 struct Slot {
-    /// `Arc::as_ptr` of the replica the cache was built for (0: none yet).
-    owner: usize,
-    /// That replica's `live_since` stamp when the cache was built.
-    since: u64,
+    owner: Owner,
     cache: Option<Box<dyn Cache>>,
 }
 
@@ -68,20 +89,33 @@ impl Shadow {
         cache_bytes: u64,
         eviction: EvictionKind,
     ) -> Shadow {
-        let known = sizes
+        let terms = sizes
             .sorted()
             .into_iter()
+            .map(|(term, bytes)| (data::hash::term_hash(term), bytes));
+        Shadow::from_terms(terms, default_bytes, cache_bytes, eviction)
+    }
+
+    /// As [`Shadow::new`], for terms given as `(term hash, postings bytes)`, which get ids
+    /// in their order (the simulators' dense term ids, when given in id order).
+    pub fn from_terms(
+        terms: impl IntoIterator<Item = (u64, u64)>,
+        default_bytes: u32,
+        cache_bytes: u64,
+        eviction: EvictionKind,
+    ) -> Shadow {
+        let known = terms
+            .into_iter()
             .enumerate()
-            .map(|(id, (term, bytes))| {
+            .map(|(id, (hash, bytes))| {
                 let bytes = u32::try_from(bytes).unwrap_or(u32::MAX);
-                (data::hash::term_hash(term), (id as u32, bytes))
+                (hash, (id as u32, bytes))
             })
             .collect();
         let slots = (0..MAX_REPLICAS)
             .map(|_| {
                 Mutex::new(Slot {
-                    owner: 0,
-                    since: 0,
+                    owner: Owner::default(),
                     cache: None,
                 })
             })
@@ -130,26 +164,23 @@ impl Shadow {
         self.cache_bytes
     }
 
-    /// Feeds the terms of one query routed to slot `index`, held by `replica`, into that
+    /// Feeds the terms of one query routed to slot `index`, held by `owner`, into that
     /// slot's cache; returns the postings bytes they missed (what the replica will read
     /// from flash for this query). A missed list is cached only if `admits` its term hash
     /// (the cache admission rule, as the replica follows it).
     pub fn access(
         &self,
         index: usize,
-        replica: &Arc<Replica>,
+        owner: Owner,
         term_hashes: &[u64],
         admits: impl Fn(u64) -> bool,
     ) -> u64 {
         let Some(slot) = self.slots.get(index) else {
             return 0;
         };
-        let owner = Arc::as_ptr(replica) as usize;
-        let since = replica.live_since();
         let mut slot = slot.lock().unwrap_or_else(|e| e.into_inner());
-        if slot.owner != owner || slot.since != since || slot.cache.is_none() {
+        if slot.owner != owner || slot.cache.is_none() {
             slot.owner = owner;
-            slot.since = since;
             slot.cache = Some(new_cache(self.eviction, self.cache_bytes));
         }
         let Some(cache) = slot.cache.as_mut() else {
@@ -173,9 +204,9 @@ impl Shadow {
     }
 
     /// The postings bytes the terms `term_hashes` would miss in slot `index`'s cache if the
-    /// query went to `replica` now, without feeding the cache (a cache that is not
-    /// `replica`'s, or not yet built, misses everything).
-    pub fn peek(&self, index: usize, replica: &Arc<Replica>, term_hashes: &[u64]) -> u64 {
+    /// query went to `owner` now, and their bytes in all, without feeding the cache (a cache
+    /// that is not `owner`'s, or not yet built, misses everything).
+    pub fn peek_of(&self, index: usize, owner: Owner, term_hashes: &[u64]) -> (u64, u64) {
         let bytes_of = |h: u64| match self.known.get(&h) {
             Some(&(id, bytes)) => (Some(id), bytes),
             None => {
@@ -184,26 +215,26 @@ impl Shadow {
             }
         };
         let Some(slot) = self.slots.get(index) else {
-            return 0;
+            return (0, 0);
         };
         let slot = slot.lock().unwrap_or_else(|e| e.into_inner());
-        let owner = Arc::as_ptr(replica) as usize;
-        let cache = slot
-            .cache
-            .as_ref()
-            .filter(|_| slot.owner == owner && slot.since == replica.live_since());
-        term_hashes
-            .iter()
-            .map(|&h| {
-                let (id, bytes) = bytes_of(h);
-                let hit = matches!((cache, id), (Some(c), Some(id)) if c.contains(id));
-                if hit {
-                    0
-                } else {
-                    u64::from(bytes)
-                }
-            })
-            .sum()
+        let cache = slot.cache.as_ref().filter(|_| slot.owner == owner);
+        let (mut missed, mut all) = (0u64, 0u64);
+        for &h in term_hashes {
+            let (id, bytes) = bytes_of(h);
+            let hit = matches!((cache, id), (Some(c), Some(id)) if c.contains(id));
+            all += u64::from(bytes);
+            if !hit {
+                missed += u64::from(bytes);
+            }
+        }
+        (missed, all)
+    }
+
+    /// The postings bytes the terms `term_hashes` would miss in slot `index`'s cache if the
+    /// query went to `owner` now, without feeding it.
+    pub fn peek(&self, index: usize, owner: Owner, term_hashes: &[u64]) -> u64 {
+        self.peek_of(index, owner, term_hashes).0
     }
 
     /// Bytes of postings slot `index`'s cache holds now.
@@ -260,10 +291,9 @@ impl Shadow {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::replicas::QueryClock;
 
-    fn replica(clock: &Arc<QueryClock>) -> Arc<Replica> {
-        Arc::new(Replica::new("r0", "127.0.0.1:1", Arc::clone(clock)).unwrap())
+    fn replica(id: usize) -> Owner {
+        Owner { id, since: 0 }
     }
 
     fn h(t: &str) -> u64 {
@@ -274,51 +304,47 @@ mod tests {
     fn misses_are_the_bytes_a_cache_of_the_replicas_size_would_read() {
         let sizes = SizeTable::from_pairs([("a".to_owned(), 1_000), ("b".to_owned(), 3_000)]);
         let s = Shadow::new(&sizes, 21, 3_500, EvictionKind::Lru);
-        let clock = Arc::new(QueryClock::default());
-        let r = replica(&clock);
-        assert_eq!(s.access(0, &r, &[h("a"), h("b")], |_| true), 4_000);
+        let r = replica(1);
+        assert_eq!(s.access(0, r, &[h("a"), h("b")], |_| true), 4_000);
         // b (3,000) evicted a (1,000) to make room? a + b = 4,000 > 3,500: the LRU kept b.
-        assert_eq!(s.access(0, &r, &[h("b")], |_| true), 0);
-        assert_eq!(s.access(0, &r, &[h("a")], |_| true), 1_000);
+        assert_eq!(s.access(0, r, &[h("b")], |_| true), 0);
+        assert_eq!(s.access(0, r, &[h("a")], |_| true), 1_000);
         // An unknown term weighs the default and is cached like any other.
-        assert_eq!(s.access(0, &r, &[h("zzz")], |_| true), 21);
-        assert_eq!(s.access(0, &r, &[h("zzz")], |_| true), 0);
+        assert_eq!(s.access(0, r, &[h("zzz")], |_| true), 21);
+        assert_eq!(s.access(0, r, &[h("zzz")], |_| true), 0);
         // A peek does not feed the cache.
-        assert_eq!(s.peek(0, &r, &[h("a"), h("zzz"), h("new")]), 21);
-        assert_eq!(s.peek(0, &r, &[h("new")]), 21);
+        assert_eq!(s.peek(0, r, &[h("a"), h("zzz"), h("new")]), 21);
+        assert_eq!(s.peek(0, r, &[h("new")]), 21);
         // Another slot has its own cache.
-        assert_eq!(s.peek(1, &r, &[h("zzz")]), 21);
-        assert_eq!(s.access(1, &r, &[h("zzz")], |_| true), 21);
+        assert_eq!(s.peek(1, r, &[h("zzz")]), 21);
+        assert_eq!(s.access(1, r, &[h("zzz")], |_| true), 21);
         assert!(s.cached_bytes(0) <= 3_500 && s.cached_bytes(0) > 0);
         assert!(s.memory_bytes() > 0);
         // A term the admission rule keeps out of a slot misses there every time.
         let not_b = |t: u64| t != h("b");
-        assert_eq!(s.access(2, &r, &[h("b")], not_b), 3_000);
-        assert_eq!(s.access(2, &r, &[h("b"), h("a")], not_b), 4_000);
-        assert_eq!(s.access(2, &r, &[h("b"), h("a")], not_b), 3_000);
+        assert_eq!(s.access(2, r, &[h("b")], not_b), 3_000);
+        assert_eq!(s.access(2, r, &[h("b"), h("a")], not_b), 4_000);
+        assert_eq!(s.access(2, r, &[h("b"), h("a")], not_b), 3_000);
     }
 
     #[test]
     fn a_replica_that_comes_back_or_is_replaced_starts_cold() {
         let sizes = SizeTable::from_pairs([("a".to_owned(), 1_000)]);
         let s = Shadow::new(&sizes, 21, 10_000, EvictionKind::Sieve);
-        let clock = Arc::new(QueryClock::default());
-        let r = replica(&clock);
-        assert_eq!(s.access(0, &r, &[h("a")], |_| true), 1_000);
-        assert_eq!(s.access(0, &r, &[h("a")], |_| true), 0);
-        // Ejected, then re-admitted later: a new live_since stamp.
-        clock.tick();
-        r.eject("test");
-        r.record_check(true, 1, 1);
+        let r = replica(1);
+        assert_eq!(s.access(0, r, &[h("a")], |_| true), 1_000);
+        assert_eq!(s.access(0, r, &[h("a")], |_| true), 0);
+        assert_eq!(s.peek_of(0, r, &[h("a"), h("b")]), (21, 1_021));
+        // Ejected, then re-admitted later: a new stamp.
+        let back = Owner { id: 1, since: 7 };
         assert_eq!(
-            s.access(0, &r, &[h("a")], |_| true),
+            s.access(0, back, &[h("a")], |_| true),
             1_000,
             "cold after coming back"
         );
-        // A new replica object in the slot.
-        let other = replica(&clock);
+        // Another replica in the slot.
         assert_eq!(
-            s.access(0, &other, &[h("a")], |_| true),
+            s.access(0, replica(2), &[h("a")], |_| true),
             1_000,
             "cold when replaced"
         );
