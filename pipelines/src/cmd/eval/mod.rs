@@ -304,6 +304,7 @@ pub(crate) fn base_config(
         "load": args.routing.describe(),
         "homes": args.routing.homes,
         "work_query_bytes": args.routing.work_query_bytes,
+        "cache_evidence": args.routing.cache_evidence,
         "seed": args.seed,
         "split": format!("{:?}", args.split.split()?),
         "keep_repeats": args.log.keep_repeats,
