@@ -117,10 +117,7 @@ impl LatencyStats {
         let Some(win) = self.get(winner) else {
             return;
         };
-        let mut rest = mask & !(1u64 << winner.min(63));
-        while rest != 0 {
-            let r = rest.trailing_zeros() as usize;
-            rest &= rest - 1;
+        for r in super::members(mask & !(1u64 << winner.min(63))) {
             let Some(own) = self.get(r) else { continue };
             average(&self.response[r], (win.response_ms + own.response_ms) / 2.0);
             if let (Some(w), Some(o)) = (win.service_ms, own.service_ms) {

@@ -115,16 +115,9 @@ pub trait LoadView {
     /// The members of `mask` whose load is strictly below `cap`. Views with their loads in a
     /// slice override this with a tight loop.
     fn below_cap_bits(&self, mask: u64, cap: u64) -> u64 {
-        let mut under = 0u64;
-        let mut rest = mask;
-        while rest != 0 {
-            let r = rest.trailing_zeros() as usize;
-            rest &= rest - 1;
-            if self.load(r) < cap {
-                under |= 1 << r;
-            }
-        }
-        under
+        members(mask)
+            .filter(|&r| self.load(r) < cap)
+            .fold(0u64, |under, r| under | 1 << r)
     }
 }
 
@@ -354,15 +347,35 @@ pub(crate) fn under_cap_mask(load: &dyn LoadView, live: u64, cap: u64) -> u64 {
     load.below_cap_bits(live, cap)
 }
 
+/// The members of a replica mask, lowest index first.
+#[inline]
+pub fn members(mask: u64) -> Members {
+    Members(mask)
+}
+
+/// [`members`]' iterator: pops the lowest set bit.
+pub struct Members(u64);
+
+impl Iterator for Members {
+    type Item = usize;
+
+    #[inline]
+    fn next(&mut self) -> Option<usize> {
+        if self.0 == 0 {
+            return None;
+        }
+        let r = self.0.trailing_zeros() as usize;
+        self.0 &= self.0 - 1;
+        Some(r)
+    }
+}
+
 /// The least loaded member of `mask` (ties to the lowest index); `mask` must be non-empty.
 #[inline]
 pub(crate) fn least_loaded_member(load: &dyn LoadView, mask: u64) -> usize {
     let mut best = mask.trailing_zeros() as usize;
     let mut best_load = u64::MAX;
-    let mut rest = mask;
-    while rest != 0 {
-        let r = rest.trailing_zeros() as usize;
-        rest &= rest - 1;
+    for r in members(mask) {
         let l = load.load(r);
         if l < best_load {
             best = r;

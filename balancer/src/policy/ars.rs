@@ -49,7 +49,7 @@
 
 use data::rng::Rng;
 
-use crate::load::{live_mask, nth_set_bit, Latency, LoadView, MAX_REPLICAS};
+use crate::load::{live_mask, members, nth_set_bit, Latency, LoadView, MAX_REPLICAS};
 use crate::policy::{
     BuildPolicy, Decision, PolicyError, PolicyKind, PolicyParams, QueryKey, Reason, RoutingPolicy,
 };
@@ -85,23 +85,6 @@ fn outstanding(load: &dyn LoadView, replica: usize) -> u64 {
         .unwrap_or_else(|| load.load(replica))
 }
 
-/// The members of a mask, lowest first.
-struct Members(u64);
-
-impl Iterator for Members {
-    type Item = usize;
-
-    #[inline]
-    fn next(&mut self) -> Option<usize> {
-        if self.0 == 0 {
-            return None;
-        }
-        let r = self.0.trailing_zeros() as usize;
-        self.0 &= self.0 - 1;
-        Some(r)
-    }
-}
-
 impl BuildPolicy for Ars {
     fn build(params: &PolicyParams) -> Result<Self, PolicyError> {
         Ok(Self::new(params.replicas))
@@ -122,7 +105,7 @@ impl RoutingPolicy for Ars {
         // The rotation: the live replicas from the drawn one up, then those below it.
         let first = nth_set_bit(live, rng.below(u64::from(n)));
         let from_first = live & (u64::MAX << first);
-        let rotated = || Members(from_first).chain(Members(live & !from_first));
+        let rotated = || members(from_first).chain(members(live & !from_first));
 
         // Replicas without statistics sort first: the first of them in rotated order wins.
         let mut stats = [Latency::default(); MAX_REPLICAS];
