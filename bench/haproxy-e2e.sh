@@ -31,7 +31,8 @@
 # throughput (ok answers/s), p50 and p99 latency, imbalance (max/mean queries per replica),
 # overflow (share of the measured queries ballot sent past its policy's first choice because
 # that replica was at the load cap, from ballot's `ballot_requests_total` metric; HAProxy
-# does not count it), flash use (flash bytes read / (elapsed x REPLICAS x FLASH_MBPS)), errors.
+# does not count it), moved (share late binding moved to another replica: `table-late`),
+# flash use (flash bytes read / (elapsed x REPLICAS x FLASH_MBPS)), errors.
 #
 # Not part of CI. Needs haproxy (installed with apt when missing and a haproxy-* system runs;
 # root or sudo), python3, about 220 MB of disk at the default DOCS, and, as an estimate from
@@ -48,7 +49,9 @@
 # TEST_QUERIES (20000; empty = the whole test part, 40,000), HAPROXY_CONFIGS ("105 125 150
 # leastconn": the HAProxy systems of the default SYSTEMS, haproxy-N with N > 100 or
 # haproxy-leastconn), SYSTEMS ("table ch-bl haproxy-105 haproxy-125 haproxy-150
-# haproxy-leastconn round-robin"; any of those, any other haproxy-N, or `haproxy`, the alias
+# haproxy-leastconn round-robin"; any of those, `table-late` (the table with late binding:
+# LATE_SLOTS places per replica, 2, and `steal_after_ms` LATE_STEAL_AFTER_MS, 0), any other
+# haproxy-N, or `haproxy`, the alias
 # of haproxy-<100 x (1 + EPS)>; run in the order given), ROUNDS (1; more runs every system
 # again, one row per round), LB_THREADS (1: HAProxy's nbthread and ballot's --workers), BASE_PORT
 # (18400: replicas from BASE_PORT, HAProxy BASE_PORT+50, ballot BASE_PORT+60/61), KEEP_LOGS=1
@@ -97,7 +100,7 @@ BALANCE_FACTOR=$(awk -v e="$EPS" 'BEGIN { printf "%d", 100 * (1 + e) + 0.5 }')
 # The systems, `haproxy` resolved to its config; a repeated name would overwrite its files.
 # shellcheck disable=SC2086 # HAPROXY_CONFIGS is a list of words
 SYSTEMS=${SYSTEMS:-"table ch-bl $(haproxy_config_systems $HAPROXY_CONFIGS) round-robin"}
-resolve_systems "table ch-bl round-robin"
+resolve_systems "table table-late ch-bl round-robin"
 
 # --- tools ------------------------------------------------------------------------------
 # Any HAProxy config (SYSTEMS holds resolved names only: haproxy-N, haproxy-leastconn).
@@ -244,6 +247,16 @@ def overflow_share(sysname, rnd):
     over = d.get("overflow", 0) + d.get("stall-guard", 0)
     return f"{over / routed:.3f}" if routed > 0 else "–"
 
+def moved_share(sysname, rnd):
+    """Share of the measured requests late binding moved to another replica (`stolen`)."""
+    before, after = (f"{out}/metrics-{p}-{sysname}-{rnd}.txt" for p in ("before", "after"))
+    if not (os.path.exists(before) and os.path.exists(after)):
+        return "–"
+    b, a = reasons(before), reasons(after)
+    routed = sum(a.get(k, 0) - b.get(k, 0) for k in a if k != "failover")
+    moved = a.get("stolen", 0) - b.get("stolen", 0)
+    return f"{moved / routed:.3f}" if routed > 0 else "–"
+
 sim = {r["policy"]: r["miss_bytes_ratio"] for r in json.load(open(eval_path))["results"]}
 def name(sysname):
     if sysname == "haproxy-leastconn":
@@ -253,8 +266,8 @@ def name(sysname):
     return f"ballot `{sysname}`"
 print()
 print("| system | round | measured miss bytes ratio | simulated | throughput (ok/s) | p50 ms | p99 ms "
-      "| imbalance | busiest flash share | overflow | flash use | errors |")
-print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+      "| imbalance | busiest flash share | overflow | moved | flash use | errors |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
 for sysname in systems:
     for rnd in range(1, rounds + 1):
         r = json.load(open(f"{out}/test-{sysname}-{rnd}.json"))
@@ -266,7 +279,7 @@ for sysname in systems:
         print(f"| {name(sysname)} | {rnd} | {s['miss_bytes_ratio']:.4f} | "
               f"{'–' if simv is None else f'{simv:.4f}'} | {r['throughput_qps']:.1f} | "
               f"{lat['p50']:.1f} | {lat['p99']:.1f} | {s['imbalance']:.3f} | {s['flash_share_max']:.3f} | "
-              f"{overflow_share(sysname, rnd)} | {use:.2f} | {errs} |")
+              f"{overflow_share(sysname, rnd)} | {moved_share(sysname, rnd)} | {use:.2f} | {errs} |")
 print()
 print(f"per-replica query shares and flash bytes: {out}/test-*.txt; JSON reports: {out}/test-*.json")
 PY

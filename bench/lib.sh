@@ -160,9 +160,18 @@ start_haproxy() { # run-tag [system]: one HAProxy system (haproxy_system; defaul
   wait_port "$HAPROXY_PORT" "$RUN/$1-haproxy.log" $!
 }
 
-start_ballot() { # run tag policy (`table-evidence`: the table with the shadow caches' evidence)
-  local policy="name = \"${2%-evidence}\""
+# start_ballot RUN POLICY: `table-evidence` is the table with the shadow caches' evidence,
+# `table-late` the table with late binding (LATE_SLOTS places per replica, `steal_after_ms`
+# LATE_STEAL_AFTER_MS; 2 and 0 by default, the best of docs/results.md's sweep).
+start_ballot() {
+  local name=${2%-evidence}
+  name=${name%-late}
+  local policy="name = \"$name\"" late=""
   case $2 in
+    table-late) policy="$policy
+table = \"$TABLE\""
+      late="replica_max_in_flight = ${LATE_SLOTS:-2}
+steal_after_ms = ${LATE_STEAL_AFTER_MS:-0}" ;;
     table) policy="$policy
 table = \"$TABLE\"" ;;
     table-evidence) policy="$policy
@@ -172,7 +181,7 @@ cache_evidence = 1" ;;
   local load=$BALLOT_LOAD
   if [ "$load" = auto ]; then
     # As `ballot eval --load auto`: the learned table bounds work, the others query counts.
-    case $2 in table | table-evidence) load=work ;; *) load=window ;; esac
+    case $2 in table | table-evidence | table-late) load=work ;; *) load=window ;; esac
   fi
   {
     echo "listen = \"127.0.0.1:$BALLOT_PORT\""
@@ -181,6 +190,7 @@ cache_evidence = 1" ;;
     echo "eps = $EPS"
     echo "load = \"$load\""
     if [ -n "${BALLOT_CONFIG_EXTRA:-}" ]; then printf '%b\n' "$BALLOT_CONFIG_EXTRA"; fi
+    if [ -n "$late" ]; then echo "$late"; fi
     echo "request_timeout_ms = 10000"
     echo "retries = 2"
     echo "[health]"

@@ -1,6 +1,7 @@
 //! A routing decision explained: each term's votes, the query's scores and homes, the load
 //! view's numbers for every replica, and the decision with the rule that made it (its
-//! [`Reason`](crate::policy::Reason): `vote`, `home`, `overflow`, `stall-guard`, `no-vote`).
+//! [`Reason`](crate::policy::Reason): `vote`, `home`, `overflow`, `stall-guard`, `no-vote`;
+//! `stolen` is the balancer's late binding, which moves a query after its decision).
 //!
 //! The decision is the one [`pick`] makes (the very function every voting policy routes
 //! with, over the same view and a copy of the same random state), and the ranking and the

@@ -102,6 +102,11 @@ fn why(e: &Explanation, ctx: &Context, homes: f64) -> String {
         Reason::NoVote => {
             format!("no term voted: a random live replica under the bound, {chosen}, took it")
         }
+        // Explanations are of routing decisions; late binding moves a query after one.
+        Reason::Stolen => format!(
+            "the query waited for another replica's place, and {chosen}, free with nobody \
+             waiting, took it"
+        ),
     }
 }
 

@@ -72,6 +72,7 @@ fn tag(d: Decision) -> String {
         Reason::Overflow => 'o',
         Reason::Stalled => 's',
         Reason::NoVote => 'n',
+        Reason::Stolen => 't',
     };
     format!("{}{}", d.replica, r)
 }

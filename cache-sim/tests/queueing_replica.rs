@@ -406,3 +406,51 @@ fn several_balancers_route_on_their_own_views_or_with_the_reports() {
     pod.balancer.count = 2;
     assert!(pod.validate(&Router::PowerOfD { d: 2 }).is_err());
 }
+
+#[test]
+fn late_binding_holds_queries_at_the_balancer_and_moves_one_that_waited_to_a_free_replica() {
+    // Round-robin over 2 replicas, one slot each: b (3 ms) and a (1 ms) are sent, the
+    // second a is held for b's replica. Held there, it reads a after b: done at 3.05 ms,
+    // then 0.95 ms of a's read (the bucket refilled 3,050 bytes) and 0.05 ms of CPU.
+    // Moved at 1.05 ms to the replica that just read a: a hit, done at 1.10 ms.
+    let t = trace(&["b", "a", "a"]);
+    let mut cfg = config(2);
+    cfg.replica.flash_latency_us = 0.0;
+    cfg.balancer.slots = 1;
+    let held = run(&t, &cfg, Arrivals::Closed { clients: 3 });
+    assert!(close(held.latency_ms.max, 4.05), "{}", held.latency_ms.max);
+    assert_eq!(held.stolen_share, 0.0);
+    assert_eq!(
+        held.queue_max,
+        vec![1, 1],
+        "one slot: one query at a replica at once"
+    );
+    // Stealing after 5 ms: the held query gets its own replica at 3.05 ms first.
+    cfg.balancer.steal_after = Some(0.005);
+    let late = run(&t, &cfg, Arrivals::Closed { clients: 3 });
+    assert_eq!(
+        (late.stolen_share, late.latency_ms.max),
+        (0.0, held.latency_ms.max)
+    );
+    cfg.balancer.steal_after = Some(0.0);
+    let moved = run(&t, &cfg, Arrivals::Closed { clients: 3 });
+    assert!(
+        close(moved.stolen_share, 1.0 / 3.0),
+        "{}",
+        moved.stolen_share
+    );
+    assert!(
+        close(moved.latency_ms.p50, 1.10),
+        "{}",
+        moved.latency_ms.p50
+    );
+    assert!(
+        close(moved.latency_ms.max, 3.05),
+        "{}",
+        moved.latency_ms.max
+    );
+    assert_eq!((moved.ok, moved.miss_bytes_ratio), (3, 4000.0 / 5000.0));
+    // Held queries need one policy's balancer: power of d choices has none.
+    let err = Simulator::new(Some(&t), Router::PowerOfD { d: 2 }, &cfg).err();
+    assert!(err.is_some_and(|e| e.to_string().contains("steal_after")));
+}

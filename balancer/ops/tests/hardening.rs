@@ -671,16 +671,23 @@ fn ch_bl_pair(timeouts: &str) -> (Balancer, [Backend; 2], [Vec<String>; 2]) {
     panic!("no two b0 queries and one b1 query among 64: {home:?}");
 }
 
-#[test]
-fn a_query_waits_for_its_own_replica_rather_than_a_place_another_one_freed() {
-    // One place per replica. Two queries whose terms hash to b0 and one to b1; b1 frees
-    // its place first. The second b0 query, queued while both were full, must wait for b0
-    // (its cache), not take b1's place: a shared queue that sent waiters wherever a place
-    // freed broke the caches' partition once every replica was full, and kept a paused
-    // cluster overloaded. A b0 query that arrives next finds b0's backlog (one in flight,
-    // one queued) over the load bound and overflows to b1. The replicas hold their
-    // queries until the test releases them, so every step follows a signal.
-    let (lb, [b0, b1], home) = ch_bl_pair(&format!("{PATIENT}\nqueue_timeout_ms = 20000"));
+/// [`ch_bl_pair`] with `timeouts`, both replicas holding their queries: a b0 query in
+/// flight on b0, a b1 query on b1, and a second b0 query waiting in b0's queue.
+struct B0Queued {
+    lb: Balancer,
+    b0: Backend,
+    b1: Backend,
+    home: [Vec<String>; 2],
+    /// b0's and b1's requests before the three.
+    r0: u64,
+    r1: u64,
+    first: thread::JoinHandle<Response>,
+    other: thread::JoinHandle<Response>,
+    second: thread::JoinHandle<Response>,
+}
+
+fn b0_queued(timeouts: &str) -> B0Queued {
+    let (lb, [b0, b1], home) = ch_bl_pair(timeouts);
     b0.hold();
     b1.hold();
     let (r0, r1) = (b0.received(), b1.received());
@@ -691,6 +698,39 @@ fn a_query_waits_for_its_own_replica_rather_than_a_place_another_one_freed() {
     b1.wait_received(r1 + 1);
     let second = send_from_thread(addr, home[0][1].clone());
     lb.wait_queued("b0", 1);
+    B0Queued {
+        lb,
+        b0,
+        b1,
+        home,
+        r0,
+        r1,
+        first,
+        other,
+        second,
+    }
+}
+
+#[test]
+fn a_query_waits_for_its_own_replica_rather_than_a_place_another_one_freed() {
+    // One place per replica. Two queries whose terms hash to b0 and one to b1; b1 frees
+    // its place first. The second b0 query, queued while both were full, must wait for b0
+    // (its cache), not take b1's place: a shared queue that sent waiters wherever a place
+    // freed broke the caches' partition once every replica was full, and kept a paused
+    // cluster overloaded. A b0 query that arrives next finds b0's backlog (one in flight,
+    // one queued) over the load bound and overflows to b1. The replicas hold their
+    // queries until the test releases them, so every step follows a signal.
+    let B0Queued {
+        lb,
+        b0,
+        b1,
+        home,
+        r1,
+        first,
+        other,
+        second,
+        ..
+    } = b0_queued(&format!("{PATIENT}\nqueue_timeout_ms = 20000"));
     // b1 answers and frees its place (the balancer's in-flight count says when).
     b1.open();
     let other = other.join().unwrap();
@@ -725,6 +765,44 @@ fn a_query_waits_for_its_own_replica_rather_than_a_place_another_one_freed() {
 }
 
 #[test]
+fn with_late_binding_a_query_that_waited_takes_the_place_another_replica_freed() {
+    // As above, with `steal_after_ms = 0`: the queued b0 query takes the place b1 frees
+    // (its answer says `stolen`) instead of waiting for b0.
+    let B0Queued {
+        lb,
+        b0,
+        b1,
+        r1,
+        first,
+        other,
+        second,
+        ..
+    } = b0_queued(&format!(
+        "{PATIENT}\nqueue_timeout_ms = 20000\nsteal_after_ms = 0"
+    ));
+    b1.open();
+    assert_eq!(other.join().unwrap().status, 200);
+    let second = second.join().unwrap();
+    assert_eq!(second.status, 200, "{}", second.text());
+    assert_eq!(
+        (
+            header(&second, "x-ballot-replica"),
+            header(&second, "x-ballot-reason")
+        ),
+        ("b1".to_owned(), "stolen".to_owned())
+    );
+    assert_eq!(b1.received(), r1 + 2, "`other` and the moved query");
+    assert_eq!(lb.replica_count("b0", "queued"), 0);
+    let metrics = lb.metrics();
+    assert!(
+        metrics.contains("ballot_requests_total{replica=\"b1\",reason=\"stolen\"} 1"),
+        "{metrics}"
+    );
+    b0.open();
+    assert_eq!(first.join().unwrap().status, 200);
+}
+
+#[test]
 fn a_query_queued_for_a_replica_that_hangs_routes_again_when_it_is_ejected() {
     // One place per replica. b0 hangs on its first query (it holds it past the request
     // timeout); b1 is busy, so a second b0 query waits in b0's queue. When the first times
@@ -732,18 +810,16 @@ fn a_query_queued_for_a_replica_that_hangs_routes_again_when_it_is_ejected() {
     // (to b1) as its first attempt, instead of spending its own request timeout on the
     // hung replica and reaching b1 only as a failover. The request timeout is the subject:
     // 3 s, far more than the steps before it take.
-    let (lb, [b0, b1], home) =
-        ch_bl_pair("request_timeout_ms = 3000\ndeadline_ms = 30000\nqueue_timeout_ms = 20000");
-    b0.hold();
-    b1.hold();
-    let (r0, r1) = (b0.received(), b1.received());
-    let addr = lb.addr();
-    let hung = send_from_thread(addr, home[0][0].clone());
-    b0.wait_received(r0 + 1);
-    let busy = send_from_thread(addr, home[1][0].clone());
-    b1.wait_received(r1 + 1);
-    let queued = send_from_thread(addr, home[0][1].clone());
-    lb.wait_queued("b0", 1);
+    let B0Queued {
+        lb,
+        b0,
+        b1,
+        r0,
+        first: hung,
+        other: busy,
+        second: queued,
+        ..
+    } = b0_queued("request_timeout_ms = 3000\ndeadline_ms = 30000\nqueue_timeout_ms = 20000");
     // b1 is free again; b0 still hangs, so the query keeps waiting in b0's queue.
     b1.open();
     assert_eq!(busy.join().unwrap().status, 200);

@@ -113,6 +113,7 @@ fn check_figures(b: &Balancer, html: &str) {
             "overflow",
             "stall-guard",
             "no-vote",
+            "stolen",
             "failover",
         ]
         .iter()

@@ -78,12 +78,22 @@ bounded! {
     max_in_flight("max_in_flight"): usize = [1, 1_000_000];
     replica_max_in_flight("replica_max_in_flight (0: no cap)"): u64 = [0, 1_000_000];
     queue_timeout_ms("queue_timeout_ms"): u64 = [0, 60_000];
+    steal_after_ms_value("steal_after_ms"): u64 = [0, 60_000];
     admin_max_upload_bytes("admin_max_upload_bytes"): u64 = [1024, 1u64 << 32];
     max_body_bytes("max_body_bytes"): u64 = [1024, 64 << 20];
     vnodes("policy.vnodes"): usize = [MIN_VNODES, MAX_VNODES];
     cache_bytes("shadow.cache_bytes"): u64 = [1024, 1u64 << 40];
     positive_ms("a time in milliseconds"): u64 = [1, u64::MAX];
     positive_count("a count"): u32 = [1, u32::MAX];
+}
+
+fn default_steal_share() -> f64 {
+    balancer::policy::DEFAULT_STEAL_SHARE
+}
+
+/// `steal_after_ms`: 0 to 60,000 milliseconds when set.
+fn steal_after_ms<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    steal_after_ms_value(d).map(Some)
 }
 
 /// `deadline_ms`: a positive number of milliseconds when set.
@@ -113,6 +123,14 @@ fn non_negative<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
 /// `fallback`, when set.
 fn fallback<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Fallback>, D::Error> {
     parsed(d).map(Some)
+}
+
+/// `steal_share`: a share in `[0, 1]`.
+fn steal_share<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    let v = f64::deserialize(d)?;
+    (0.0..=1.0).contains(&v).then_some(v).ok_or_else(|| {
+        serde::de::Error::custom(format!("steal_share must be between 0 and 1, got {v}"))
+    })
 }
 
 /// `policy.homes`: a share in `[0, 1]`.
@@ -452,6 +470,15 @@ pub struct Config {
     /// Longest wait in a replica's queue (HAProxy's `timeout queue`).
     #[serde(default = "u::<2000>", deserialize_with = "queue_timeout_ms")]
     pub queue_timeout_ms: u64,
+    /// Late binding: a request that waited this long in its replica's queue may go to
+    /// another live replica with a free place and nobody waiting (delay scheduling;
+    /// `crate::admit`'s `steal`). Needs `replica_max_in_flight`; unset: it waits.
+    #[serde(default, deserialize_with = "steal_after_ms")]
+    pub steal_after_ms: Option<u64>,
+    /// With `steal_after_ms`: a request moves only to a replica whose votes reach this
+    /// share of its top vote (a voting table's; any replica under the other policies).
+    #[serde(default = "default_steal_share", deserialize_with = "steal_share")]
+    pub steal_share: f64,
     /// Largest accepted `POST /admin/table` body (and table file read by a path reload).
     #[serde(
         default = "u::<{ 64 << 20 }>",
@@ -646,6 +673,13 @@ impl Config {
         let shards = check_shards(&config).map_err(invalid)?;
         check_replicas(&config, shards).map_err(invalid)?;
         check_policy(&config).map_err(invalid)?;
+        if config.steal_after_ms.is_some() && config.replica_max_in_flight == 0 {
+            return Err(invalid(
+                "steal_after_ms needs replica_max_in_flight > 0: without a cap no request \
+                 waits, so none can move"
+                    .into(),
+            ));
+        }
         config.client_limits().validate().map_err(|e| {
             invalid(format!(
                 "header_timeout_ms, idle_timeout_ms, max_connections: {e}"

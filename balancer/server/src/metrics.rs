@@ -122,7 +122,7 @@ pub struct ReplicaMetrics {
 
 /// Why a request went to its replica, as `ballot_requests_total{reason}` counts it: the
 /// policy's [`Reason`] at a query's first attempt (`vote`, `home`, `overflow`,
-/// `stall-guard`, `no-vote`), `failover` on a retry, `fallback` for a request whose query
+/// `stall-guard`, `no-vote`, or `stolen` when late binding moved it), `failover` on a retry, `fallback` for a request whose query
 /// could not be read (routed blind by the fallback policy).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RequestReason {
@@ -142,6 +142,7 @@ impl RequestReason {
         RequestReason::Policy(Reason::ALL[2]),
         RequestReason::Policy(Reason::ALL[3]),
         RequestReason::Policy(Reason::ALL[4]),
+        RequestReason::Policy(Reason::ALL[5]),
         RequestReason::Failover,
         RequestReason::Fallback,
     ];

@@ -568,8 +568,21 @@ impl Balancer {
             }
             let until = *until
                 .get_or_insert_with(|| ctx.deadline.min(Instant::now() + self.cfg.queue_timeout()));
-            if let Some(guard) = wait_in_queue(shard, &choice, until).await? {
-                return Ok((choice, guard));
+            let alternatives = match (&ctx.terms, shard.slots.steals()) {
+                (Some(terms), true) => ctx
+                    .routing
+                    .policy
+                    .alternatives(&terms.key(), self.cfg.config.steal_share),
+                _ => u64::MAX,
+            };
+            if let Some(guard) = wait_in_queue(shard, &choice, until, alternatives).await? {
+                if guard.slot() == choice.index {
+                    return Ok((choice, guard));
+                }
+                // Late binding gave it a place on another replica.
+                if let Some(stolen) = shard.choice_at(guard.slot(), Reason::Stolen) {
+                    return Ok((stolen, guard));
+                }
             }
         }
     }
@@ -606,36 +619,53 @@ impl Balancer {
 }
 
 /// Waits in the chosen replica's queue for a place there (HAProxy's per-server queue):
-/// the place a finished request frees goes to the oldest waiter. Gives up at `until` (the
-/// queue timeout or the request's deadline, set once per attempt); returns `None` (route
-/// again) when a replica that took requests when it was chosen stops taking them
-/// meanwhile (ejected, drained or removed), even if a place was handed over.
+/// the place a finished request frees goes to the oldest waiter. With `steal_after_ms`
+/// the place may be another replica's ([`crate::admit`]'s late binding): one handed over
+/// by a freed replica, or one this request takes itself at its steal checks, among
+/// `alternatives` (a bit mask of slots). Gives up at
+/// `until` (the queue timeout or the request's deadline, set once per attempt); returns
+/// `None` (route again) when a replica that took requests when it was chosen stops taking
+/// them meanwhile (ejected, drained or removed), even if a place was handed over there.
 async fn wait_in_queue(
     shard: &Shard,
     choice: &Choice,
     until: Instant,
+    alternatives: u64,
 ) -> Result<Option<InFlightGuard>, Unplaced> {
     let r = &choice.replica;
     let takes_requests = || r.is_healthy() && !r.is_drained() && !r.is_removed();
     // Chosen as a last resort (every replica ejected): wait for it all the same.
     let was_taking = takes_requests();
     let left = || was_taking && !takes_requests();
-    let mut waiter = match shard.slots.enqueue(choice.index) {
+    let mut waiter = match shard.slots.enqueue(choice.index, alternatives) {
         Ok(guard) => return Ok(Some(guard)),
         Err(waiter) => waiter,
     };
+    let mut steal_check = waiter.steal_at();
     loop {
-        let look = until.min(Instant::now() + QUEUE_RECHECK);
+        let mut look = until.min(Instant::now() + QUEUE_RECHECK);
+        if let Some(at) = steal_check {
+            look = look.min(at);
+        }
         if let Some(guard) = waiter.wait_until(look.into()).await {
             // A place handed over by a request that failed on a replica now gone: hand it
             // on and route again.
-            return Ok((!left()).then_some(guard));
+            let kept = guard.slot() != choice.index || !left();
+            return Ok(kept.then_some(guard));
         }
-        if Instant::now() >= until {
+        let now = Instant::now();
+        if now >= until {
             return Err(Unplaced::QueueTimeout(Arc::clone(r)));
         }
         if left() {
             return Ok(None);
+        }
+        if steal_check.is_some_and(|at| now >= at) {
+            // Dropping the waiter on return takes this request out of its queue.
+            if let Some(guard) = waiter.take_free() {
+                return Ok(Some(guard));
+            }
+            steal_check = waiter.next_steal_check(now);
         }
     }
 }

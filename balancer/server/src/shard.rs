@@ -108,7 +108,8 @@ impl Shard {
             members: ArcSwap::from_pointee(Members { slots }),
             slots: Arc::new(
                 Slots::new(MAX_REPLICAS, c.replica_max_in_flight)
-                    .with_reports(c.backlog_reports_ms),
+                    .with_reports(c.backlog_reports_ms)
+                    .with_stealing(c.steal_after_ms.map(std::time::Duration::from_millis)),
             ),
             view: ViewConfig {
                 stall: window.is_some().then_some(balancer::load::Stall {
@@ -144,6 +145,9 @@ impl Shard {
     ) -> Result<Choice, NoReplica> {
         let members = self.members.load();
         let view = self.view(&members, exclude).ok_or(NoReplica)?;
+        if exclude == 0 {
+            self.slots.set_takers(view.live_bits());
+        }
         let pinned = pin.filter(|&(i, _)| i < 64 && exclude & (1 << i) == 0 && view.is_live(i));
         let (index, reason) = match pinned {
             Some(p) => p,
@@ -162,6 +166,18 @@ impl Shard {
             .and_then(Option::as_ref)
             .ok_or(NoReplica)?;
         Ok(Choice {
+            replica: Arc::clone(replica),
+            index,
+            reason,
+        })
+    }
+
+    /// The replica in slot `index` as a choice for `reason` (a place taken there for a
+    /// request that waited elsewhere), if the slot still has one.
+    pub fn choice_at(&self, index: usize, reason: Reason) -> Option<Choice> {
+        let members = self.members.load();
+        let replica = members.slots.get(index)?.as_ref()?;
+        Some(Choice {
             replica: Arc::clone(replica),
             index,
             reason,

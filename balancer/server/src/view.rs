@@ -206,7 +206,7 @@ mod tests {
         // replica 0 holds one. Backlog 20 of 21: stall cap ceil(2 * 22 / 4) + 8 = 19.
         let s = Arc::new(Slots::new(4, 2));
         let held: Vec<_> = [3, 3, 0].iter().map(|&r| s.try_start(r).unwrap()).collect();
-        let waiting: Vec<_> = (0..18).map(|_| s.enqueue(3).unwrap_err()).collect();
+        let waiting: Vec<_> = (0..18).map(|_| s.enqueue(3, 0).unwrap_err()).collect();
         let cfg = ViewConfig {
             stall: Some(Stall { eps: 1.0, slack: 8 }),
             ..PLAIN

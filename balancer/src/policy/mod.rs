@@ -98,19 +98,23 @@ pub enum Reason {
     Stalled,
     /// The policy does not vote (load-only policies), or no term voted.
     NoVote,
+    /// Not a policy's reason: the query waited `steal_after_ms` in its chosen replica's
+    /// queue, and another replica with a free place took it (the balancer's late binding).
+    Stolen,
 }
 
 impl Reason {
     /// Every reason.
-    pub const ALL: [Reason; 5] = [
+    pub const ALL: [Reason; 6] = [
         Reason::Vote,
         Reason::Home,
         Reason::Overflow,
         Reason::Stalled,
         Reason::NoVote,
+        Reason::Stolen,
     ];
 
-    /// `"vote"`, `"home"`, `"overflow"`, `"stall-guard"` or `"no-vote"`.
+    /// `"vote"`, `"home"`, `"overflow"`, `"stall-guard"`, `"no-vote"` or `"stolen"`.
     pub fn as_str(self) -> &'static str {
         match self {
             Reason::Vote => "vote",
@@ -118,6 +122,7 @@ impl Reason {
             Reason::Overflow => "overflow",
             Reason::Stalled => "stall-guard",
             Reason::NoVote => "no-vote",
+            Reason::Stolen => "stolen",
         }
     }
 
@@ -155,6 +160,11 @@ impl Decision {
     }
 }
 
+/// The share of a query's top vote a replica's votes must reach for late binding to move
+/// the query there ([`RoutingPolicy::alternatives`]): the best of docs/results.md's sweep
+/// ("Late binding").
+pub const DEFAULT_STEAL_SHARE: f64 = 0.75;
+
 /// A routing policy: picks a live replica for a query.
 pub trait RoutingPolicy: Send + Sync {
     /// Which policy this is.
@@ -167,6 +177,14 @@ pub trait RoutingPolicy: Send + Sync {
     /// them for this policy (the simulators build them only then).
     fn reads_shadow(&self) -> bool {
         false
+    }
+    /// The replicas that may serve `query` in place of the one chosen without giving up
+    /// its placement, as a bit mask: the balancer's late binding moves a waiting query
+    /// only to these. Every replica for a policy that places nothing (the default); for
+    /// a voting table, the replicas whose real votes reach `share` of the top vote.
+    fn alternatives(&self, query: &QueryKey<'_>, share: f64) -> u64 {
+        let _ = (query, share);
+        u64::MAX
     }
 }
 

@@ -297,6 +297,12 @@ impl RoutingPolicy for TablePolicy {
     fn reads_shadow(&self) -> bool {
         self.evidence > 0.0
     }
+
+    fn alternatives(&self, query: &QueryKey<'_>, share: f64) -> u64 {
+        self.votes
+            .score(query.term_hashes)
+            .near_top(self.votes.replicas, share)
+    }
 }
 
 #[cfg(test)]

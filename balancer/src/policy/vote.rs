@@ -129,6 +129,20 @@ impl Scores {
         self.fallback[replica]
     }
 
+    /// The replicas below `replicas` whose real votes are positive and reach `share` of
+    /// the top real vote, as a bit mask; every replica (`u64::MAX`) when no real vote
+    /// was cast (no placement to keep).
+    pub fn near_top(&self, replicas: usize, share: f64) -> u64 {
+        let n = replicas.min(MAX_REPLICAS);
+        let top = self.votes[..n].iter().copied().fold(0.0, f64::max);
+        if top <= 0.0 {
+            return u64::MAX;
+        }
+        (0..n)
+            .filter(|&r| self.votes[r] > 0.0 && self.votes[r] >= share * top)
+            .fold(0, |m, r| m | 1 << r)
+    }
+
     /// Whether `replica` received any positive vote.
     #[inline]
     pub fn is_positive(&self, replica: usize) -> bool {
@@ -359,6 +373,17 @@ mod tests {
             s.add_fallback(r, w);
         }
         s
+    }
+
+    #[test]
+    fn near_top_keeps_the_replicas_whose_real_votes_reach_the_share() {
+        let s = scores(&[(0, 10.0), (1, 6.0), (2, 2.0)], &[(3, 50.0)]);
+        assert_eq!(s.near_top(4, 0.5), 0b011);
+        assert_eq!(s.near_top(4, 0.0), 0b111, "positive real votes only");
+        assert_eq!(s.near_top(4, 1.0), 0b001);
+        assert_eq!(s.near_top(2, 0.0), 0b011, "below `replicas` only");
+        let stand_in_only = scores(&[], &[(1, 5.0)]);
+        assert_eq!(stand_in_only.near_top(4, 0.5), u64::MAX, "nothing placed");
     }
 
     #[test]

@@ -304,6 +304,18 @@ pub struct BalancerModel {
     /// replica, not only its own, in the `in-flight` load, the stall guard and the choice
     /// among homes: the replicas' backlog reports (`backlog_reports_ms`), taken as fresh.
     pub reports: bool,
+    /// Late binding: the queries each balancer sends one replica at once (the balancer's
+    /// `replica_max_in_flight`); a query routed to a replica holding that many waits in
+    /// the balancer's queue for it. 0: no cap (every routed query is sent at once).
+    pub slots: u32,
+    /// With `slots`: a query held at least this many seconds may go to any replica with a
+    /// free slot and nobody waiting for it (delay scheduling; the balancer's
+    /// `steal_after_ms`). `None`: it waits for its replica.
+    pub steal_after: Option<f64>,
+    /// With `steal_after`: a held query moves only to a replica whose real votes reach
+    /// this share of its top vote ([`balancer::RoutingPolicy::alternatives`]; the
+    /// balancer's `steal_share`).
+    pub steal_share: f64,
 }
 
 fn load_name<S: serde::Serializer>(k: &LoadKind, s: S) -> Result<S::Ok, S::Error> {
@@ -320,6 +332,9 @@ impl Default for BalancerModel {
             stall_slack: DEFAULT_STALL_SLACK,
             count: 1,
             reports: false,
+            slots: 0,
+            steal_after: None,
+            steal_share: balancer::policy::DEFAULT_STEAL_SHARE,
         }
     }
 }
@@ -444,6 +459,24 @@ impl QueueConfig {
             return Err(param("window", 0, "at least 1"));
         }
         non_negative("stall_eps", self.balancer.stall_eps)?;
+        if let Some(after) = self.balancer.steal_after {
+            non_negative("steal_after", after)?;
+            non_negative("steal_share", self.balancer.steal_share)?;
+            if self.balancer.slots == 0 || !matches!(router, Router::Policy(_)) {
+                return Err(param(
+                    "steal_after",
+                    after,
+                    "with slots and one policy routing (the balancer's queues)",
+                ));
+            }
+        }
+        if self.balancer.slots > 0 && !matches!(router, Router::Policy(_)) {
+            return Err(param(
+                "slots",
+                self.balancer.slots,
+                "0 unless one policy routes (the balancer's queues)",
+            ));
+        }
         self.replica.validate()?;
         match self.cores {
             Cores::PerReplica(0) | Cores::Shared(0) => Err(param("cores", 0, "at least 1")),

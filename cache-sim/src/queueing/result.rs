@@ -82,6 +82,9 @@ pub struct PhaseResult {
     /// Share of routing decisions the policy made by overflow (first choice over its load
     /// bound).
     pub overflow_share: f64,
+    /// Share of the measured queries the balancer sent to another replica than the one
+    /// routed to, after they waited `steal_after` (late binding; 0 without it).
+    pub stolen_share: f64,
     /// Flash bytes / requested bytes (coalesced lookups count as hits, as the replica
     /// counts them).
     pub miss_bytes_ratio: f64,

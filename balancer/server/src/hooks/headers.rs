@@ -1,7 +1,7 @@
 //! `routing_headers = true`: every relayed answer names the replica that answered in
 //! `x-ballot-replica` (a sharded query's replicas, comma-separated, in shard order) and the
 //! routing rule that sent the query there in `x-ballot-reason` (`vote`, `home`,
-//! `overflow`, `stall-guard`, `no-vote` or `failover`; a sharded query's lead shard's).
+//! `overflow`, `stall-guard`, `no-vote`, `stolen` or `failover`; a sharded query's lead shard's).
 //! Off by default: they tell clients the names of the replicas behind the balancer.
 
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};

@@ -23,9 +23,14 @@
 //! Every event is 16 bytes in a binary heap; tasks and queries live in slabs whose slots
 //! are reused, so nothing is allocated per event once the slabs have grown.
 //!
-//! This file holds the state and the loop; [`serve`] one query's path, [`summary`] the
-//! phase's measurements.
+//! With late binding (`slots`), the balancer holds a routed query until its replica has a
+//! free slot, and a replica with a free slot and nobody waiting takes a query held
+//! elsewhere for `steal_after` ([`dispatch`]).
+//!
+//! This file holds the state and the loop; [`serve`] one query's path, [`dispatch`] the
+//! balancer's queues, [`summary`] the phase's measurements.
 
+mod dispatch;
 mod serve;
 mod summary;
 
@@ -51,6 +56,10 @@ use eviction::Cache;
 
 /// "No term": a task with no read to finish.
 const NIL: u32 = u32::MAX;
+
+/// The tag of an event that is a held query's steal timer (its query slot in the low
+/// bits), not a task's.
+const STEAL_TIMER: u32 = 1 << 31;
 
 /// What the simulator reads of a term.
 #[derive(Clone, Copy, Debug)]
@@ -86,6 +95,13 @@ struct Task {
 #[derive(Clone, Copy, Debug)]
 struct Query {
     arrival: f64,
+    /// Its trace index.
+    q: u32,
+    /// Late binding: when the balancer started holding it, or negative when it is not
+    /// held (sent, or never held).
+    held_since: f64,
+    /// Late binding: the replicas it may move to (bit mask).
+    alternatives: u64,
     client: u32,
     /// Tasks not yet ended.
     remaining: u16,
@@ -130,6 +146,8 @@ struct Phase {
     failed: u64,
     decisions: u64,
     overflow: u64,
+    /// Counted queries sent to another replica than the one routed to, after waiting.
+    stolen: u64,
     start: f64,
     /// Last answer of any query.
     end_time: f64,
@@ -162,6 +180,11 @@ pub(crate) struct Engine<'a, C> {
     windows: Vec<Window>,
     /// See `windows`.
     in_flights: Vec<InFlight>,
+    /// Late binding (`slots > 0`): per balancer and replica, the query slots held for
+    /// that replica, oldest first.
+    held: Vec<Vec<VecDeque<u32>>>,
+    /// Late binding: per balancer and replica, its queries sent and not yet answered.
+    sent: Vec<Vec<u32>>,
     /// Policy routing: every balancer's requests in flight, what the replicas' backlog
     /// reports tell ([`BalancerModel::reports`](super::config::BalancerModel::reports)).
     in_flight_all: InFlight,
@@ -252,6 +275,10 @@ impl<'a, C: Cache> Engine<'a, C> {
                 .map(|_| Window::new(cfg.replicas, cfg.balancer.window))
                 .collect(),
             in_flights: (0..views).map(|_| InFlight::new(cfg.replicas)).collect(),
+            held: (0..views)
+                .map(|_| vec![VecDeque::new(); cfg.replicas])
+                .collect(),
+            sent: (0..views).map(|_| vec![0; cfg.replicas]).collect(),
             in_flight_all: InFlight::new(cfg.replicas),
             latency: LatencyStats::default(),
             shadow,
@@ -397,7 +424,11 @@ impl<'a, C: Cache> Engine<'a, C> {
             };
             self.now = t;
             self.ph.events += 1;
-            self.step(task);
+            if task & STEAL_TIMER != 0 {
+                self.steal_timer(task & !STEAL_TIMER);
+            } else {
+                self.step(task);
+            }
         }
     }
 
@@ -408,6 +439,10 @@ impl<'a, C: Cache> Engine<'a, C> {
                 i
             }
             None => {
+                assert!(
+                    self.tasks.len() < STEAL_TIMER as usize,
+                    "2^31 tasks at once"
+                );
                 self.tasks.push(t);
                 (self.tasks.len() - 1) as u32
             }
@@ -421,6 +456,10 @@ impl<'a, C: Cache> Engine<'a, C> {
                 i
             }
             None => {
+                assert!(
+                    self.queries.len() < STEAL_TIMER as usize,
+                    "2^31 queries at once"
+                );
                 self.queries.push(q);
                 (self.queries.len() - 1) as u32
             }

@@ -18,7 +18,8 @@ use crate::queueing::service::draw;
 
 impl<C: Cache> Engine<'_, C> {
     /// The policy's replica index for query `q` now over load view `v` (counted in the
-    /// overflow share when `counted`).
+    /// overflow share when `counted`), and the replicas late binding may move it to
+    /// ([`balancer::RoutingPolicy::alternatives`]; 0 without late binding).
     #[inline]
     pub(super) fn route_policy(
         &mut self,
@@ -26,7 +27,7 @@ impl<C: Cache> Engine<'_, C> {
         q: usize,
         counted: bool,
         v: usize,
-    ) -> usize {
+    ) -> (usize, u64) {
         let mut hashes = [0u64; MAX_TERMS];
         let (query_hash, n) = match self.trace {
             Some(t) => {
@@ -69,22 +70,37 @@ impl<C: Cache> Engine<'_, C> {
         let d = policy
             .route(&key, &Signaled::new(&view, signals), &mut self.route_rng)
             .expect("every simulated replica is live");
-        if let (Some(shadow), Some(trace)) = (&self.shadow, self.trace) {
-            // Fed when sent, as the balancer feeds it, under the replica's admission rule.
-            let (r, terms) = (usize::from(d.replica), trace.terms(q));
-            let admits = |h: u64| {
-                hashes[..n]
-                    .iter()
-                    .position(|&x| x == h)
-                    .is_none_or(|i| self.admits(r, terms[i]))
-            };
-            shadow.access(r, Owner { id: r, since: 0 }, &hashes[..n], admits);
-        }
         if counted {
             self.ph.decisions += 1;
             self.ph.overflow += u64::from(d.reason.is_overflow());
         }
-        usize::from(d.replica).min(self.replicas - 1)
+        let alternatives = match self.cfg.balancer.steal_after {
+            Some(_) => policy.alternatives(&key, self.cfg.balancer.steal_share),
+            None => 0,
+        };
+        (usize::from(d.replica).min(self.replicas - 1), alternatives)
+    }
+
+    /// Feeds query `q` sent to replica `r` to the shadow caches (if a policy reads them),
+    /// as the balancer feeds them when it sends, under the replica's admission rule.
+    pub(super) fn feed_shadow(&self, q: usize, r: usize) {
+        let (Some(shadow), Some(trace)) = (&self.shadow, self.trace) else {
+            return;
+        };
+        let terms = trace.terms(q);
+        let terms = &terms[..terms.len().min(MAX_TERMS)];
+        let mut hashes = [0u64; MAX_TERMS];
+        for (slot, &term) in hashes.iter_mut().zip(terms) {
+            *slot = self.terms[term as usize].hash;
+        }
+        let hashes = &hashes[..terms.len()];
+        let admits = |h: u64| {
+            hashes
+                .iter()
+                .position(|&x| x == h)
+                .is_none_or(|i| self.admits(r, terms[i]))
+        };
+        shadow.access(r, Owner { id: r, since: 0 }, hashes, admits);
     }
 
     /// What a query (or a shard's part) that read `miss` flash bytes adds to its replica's
@@ -129,6 +145,9 @@ impl<C: Cache> Engine<'_, C> {
         }
         let qi = self.alloc_query(Query {
             arrival: now,
+            q: q as u32,
+            held_since: -1.0,
+            alternatives: 0,
             client,
             remaining: self.fanout as u16,
             index: 0,
@@ -144,21 +163,20 @@ impl<C: Cache> Engine<'_, C> {
                 // The balancer its client (closed loop) or the query (open loop) goes to.
                 let spread = if self.ph.closed { client as usize } else { q };
                 let b = spread % self.windows.len();
-                let index = self.route_policy(policy, q, counted, b);
+                let (index, alternatives) = self.route_policy(policy, q, counted, b);
                 let query = &mut self.queries[qi as usize];
                 (query.index, query.balancer) = (index as u16, b as u16);
+                query.alternatives = alternatives;
                 self.in_flights[b].start(index);
                 self.in_flight_all.start(index);
                 if self.cfg.balancer.load == LoadKind::Window {
                     self.windows[b].record_mut(index, 1);
                 }
-                for s in 0..self.fanout {
-                    self.dispatch(qi, q, s * self.replicas + index);
-                }
+                self.send_or_hold(qi, b, index);
             }
             Router::PerShard(policies) => {
                 for (s, &policy) in policies.iter().enumerate() {
-                    let index = self.route_policy(policy, q, counted, s);
+                    let (index, _) = self.route_policy(policy, q, counted, s);
                     self.in_flights[s].start(index);
                     if self.cfg.balancer.load == LoadKind::Window {
                         self.windows[s].record_mut(index, 1);
@@ -386,6 +404,7 @@ impl<C: Cache> Engine<'_, C> {
                     .saturating_add(query.miss);
                 self.windows[b].record_mut(index, cost);
             }
+            self.release(b, index);
         }
         if self.ph.closed {
             self.ph.ready.push(query.client);
@@ -401,7 +420,11 @@ impl<C: Cache> Engine<'_, C> {
         self.ph.ok += u64::from(counted);
         let b = q % self.windows.len();
         let index = match self.router {
-            Router::Policy(policy) => Some(self.route_policy(policy, q, counted, b)),
+            Router::Policy(policy) => {
+                let (index, _) = self.route_policy(policy, q, counted, b);
+                self.feed_shadow(q, index);
+                Some(index)
+            }
             Router::PerShard(_) | Router::PowerOfD { .. } => None,
         };
         let mut miss = 0u64;
@@ -410,7 +433,7 @@ impl<C: Cache> Engine<'_, C> {
                 Router::PowerOfD { d } => (self.pick_pod(d, j), None),
                 Router::Policy(_) => (j * self.replicas + index.unwrap_or(0), None),
                 Router::PerShard(policies) => {
-                    let i = self.route_policy(policies[j], q, counted, j);
+                    let (i, _) = self.route_policy(policies[j], q, counted, j);
                     (j * self.replicas + i, Some((j, i)))
                 }
             };

@@ -57,6 +57,7 @@ impl<C: Cache> Engine<'_, C> {
             offered_qps: (open && ph.sent > 1 && span > 0.0).then(|| (ph.sent - 1) as f64 / span),
             latency_ms: LatencyMs::from_seconds(&mut ph.latencies),
             overflow_share: ratio(ph.overflow as f64, ph.decisions as f64),
+            stolen_share: ratio(ph.stolen as f64, ph.sent as f64),
             miss_bytes_ratio: ratio(miss as f64, (miss + hit) as f64),
             flash_bytes_per_query: ratio(miss as f64, ph.all_sent as f64),
             flash_share_max: flash_shares.iter().copied().fold(0.0, f64::max),

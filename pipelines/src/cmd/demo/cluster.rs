@@ -292,6 +292,10 @@ pub struct BalancerSpec {
     pub load_window: usize,
     /// `backlog_reports_ms` (0: each balancer counts only its own requests).
     pub backlog_reports_ms: u64,
+    /// `replica_max_in_flight`.
+    pub replica_max_in_flight: u64,
+    /// `steal_after_ms` (`None`: not set, late binding off).
+    pub steal_after_ms: Option<u64>,
     /// A sharded backend: the replicas are shard-major, `replicas / count` per shard.
     pub shards: Option<ShardsSpec>,
 }
@@ -332,7 +336,7 @@ pub fn start_balancer(
         "{admin}listen = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"\neps = {}\n\
          load = \"{}\"\nload_window = {}\nwork_query_bytes = {}\nwork_source = \"{}\"\n\
          request_timeout_ms = 20000\ndeadline_ms = 60000\nretries = 2\n\
-         backlog_reports_ms = {}\n\n\
+         backlog_reports_ms = {}\nreplica_max_in_flight = {}\n{}\n\
          [health]\ninterval_ms = 500\ntimeout_ms = 2000\nfall = 2\nrise = 2\n\n\
          [policy]\nname = {}\n",
         spec.eps,
@@ -341,6 +345,9 @@ pub fn start_balancer(
         spec.work_query_bytes,
         spec.work_source,
         spec.backlog_reports_ms,
+        spec.replica_max_in_flight,
+        spec.steal_after_ms
+            .map_or(String::new(), |ms| format!("steal_after_ms = {ms}\n")),
         toml_string(&spec.policy)
     );
     toml += &format!("homes = {}\n", spec.homes);

@@ -88,6 +88,10 @@ pub struct LiveSetup<'a> {
     pub balancers: usize,
     /// The balancers' `backlog_reports_ms`.
     pub backlog_reports_ms: u64,
+    /// The balancers' `replica_max_in_flight`.
+    pub slots: u64,
+    /// The balancers' `steal_after_ms` (late binding; `None`: off).
+    pub steal_after_ms: Option<u64>,
     /// Open-loop rate in queries/s; `None`: `load_frac` × the first policy's saturation
     /// throughput.
     pub rate: Option<f64>,
@@ -166,6 +170,12 @@ pub struct LiveRow {
     pub measured_overflow_share: f64,
     /// Measured flash bytes per counted query.
     pub flash_bytes_per_query: f64,
+    /// Closed loop: the replicas' flash use, their flash bytes over the emulated bandwidth
+    /// times the phase's wall time (0 without a bandwidth limit).
+    pub saturation_flash_use: f64,
+    /// Share of the counted phases' first attempts that late binding moved to another
+    /// replica (`stolen`).
+    pub measured_stolen_share: f64,
     /// Simulated: the busiest replica's share of the flash bytes read.
     pub simulated_flash_share_max: f64,
     /// Measured: the busiest replica's share of the flash bytes read (each replica's
@@ -215,6 +225,10 @@ pub struct Predicted {
     pub miss_bytes_ratio: f64,
     /// The busiest replica's share of the counted phases' flash bytes.
     pub flash_share_max: f64,
+    /// Closed loop: the replicas' mean flash use.
+    pub saturation_flash_use: f64,
+    /// Share of the counted queries late binding moved.
+    pub stolen_share: f64,
     /// Simulated queries per second of wall time (the simulator's own speed).
     pub simulated_queries_per_sec: f64,
 }
@@ -330,6 +344,8 @@ pub fn run(setup: &LiveSetup<'_>) -> Result<LiveReport> {
             measured_overflow_share: run.overflow_share,
             measured_imbalance: ratio(max_share * setup.servers() as u64, queries),
             flash_bytes_per_query: ratio(s1.flash_bytes + s2.flash_bytes, queries),
+            saturation_flash_use: flash_use(setup, s1.flash_bytes, run.saturate.elapsed),
+            measured_stolen_share: run.stolen_share,
             simulated_flash_share_max: sim.flash_share_max,
             measured_flash_share_max: flash_share_max,
             saturation_qps: run.saturate.throughput(),
@@ -408,6 +424,8 @@ struct PolicyRun {
     offered_qps: f64,
     /// Share of the counted phases' first attempts routed by `overflow`.
     overflow_share: f64,
+    /// Share of them moved by late binding.
+    stolen_share: f64,
 }
 
 /// Serves one policy (fixing the shared open-loop `rate` on the first call); see the
@@ -458,6 +476,8 @@ fn serve_policy(
             .map(CacheAdmission::share),
         load_window: DEFAULT_WINDOW,
         backlog_reports_ms: setup.backlog_reports_ms,
+        replica_max_in_flight: setup.slots,
+        steal_after_ms: setup.steal_after_ms,
         shards: (setup.shards.count > 1).then(|| ShardsSpec {
             count: setup.shards.count,
             route: setup.shards.route.clone(),
@@ -515,8 +535,30 @@ fn serve_policy(
         steady,
         warm_errors: warm.errors.clone(),
         offered_qps,
-        overflow_share: after.overflow_share_since(&before),
+        overflow_share: after.share_since(&before, |r| r.overflow),
+        stolen_share: after.share_since(&before, |r| r.stolen),
     })
+}
+
+/// The replicas' flash use over `elapsed`: `flash_bytes` over the emulated bandwidth of
+/// every replica times the wall time (0 without a bandwidth limit).
+fn flash_use(setup: &LiveSetup<'_>, flash_bytes: u64, elapsed: std::time::Duration) -> f64 {
+    let capacity =
+        setup.flash_read_mbps.unwrap_or(0.0) * 1e6 * setup.servers() as f64 * elapsed.as_secs_f64();
+    if capacity > 0.0 {
+        flash_bytes as f64 / capacity
+    } else {
+        0.0
+    }
+}
+
+/// The mean of `v` (0 when empty).
+fn mean(v: &[f64]) -> f64 {
+    if v.is_empty() {
+        0.0
+    } else {
+        v.iter().sum::<f64>() / v.len() as f64
+    }
 }
 
 /// The name of replica `j` of shard `s` (`r<j>` without shards).
@@ -539,15 +581,17 @@ fn fail_if_interrupted(m: &Measured) -> Result<()> {
 #[derive(Clone, Debug, Default)]
 struct Reasons {
     overflow: f64,
+    stolen: f64,
     first_attempts: f64,
 }
 
 impl Reasons {
-    /// Overflow share of the first attempts routed between `before` and `self`.
-    fn overflow_share_since(&self, before: &Reasons) -> f64 {
+    /// The share of the first attempts routed between `before` and `self` that `counted`
+    /// counts (`|r| r.overflow`, `|r| r.stolen`).
+    fn share_since(&self, before: &Reasons, counted: fn(&Reasons) -> f64) -> f64 {
         let all = self.first_attempts - before.first_attempts;
         if all > 0.0 {
-            (self.overflow - before.overflow) / all
+            (counted(self) - counted(before)) / all
         } else {
             0.0
         }
@@ -581,6 +625,9 @@ fn add_reasons(text: &str, r: &mut Reasons) {
         // Over the load bound, or full by the stall guard.
         if matches!(reason, "overflow" | "stall-guard") {
             r.overflow += s.value;
+        }
+        if reason == "stolen" {
+            r.stolen += s.value;
         }
     }
 }
@@ -645,6 +692,8 @@ fn predict(
     // reports on every balancer's (taken as fresh).
     cfg.balancer.count = if per_shard { 1 } else { setup.balancers.max(1) };
     cfg.balancer.reports = setup.backlog_reports_ms > 0;
+    cfg.balancer.slots = u32::try_from(setup.slots).unwrap_or(u32::MAX);
+    cfg.balancer.steal_after = setup.steal_after_ms.map(|ms| ms as f64 / 1e3);
     cfg.replica.flash_read_mbps = setup.flash_read_mbps;
     cfg.replica.cpu_us = setup.sim_cpu_us;
     cfg.cores = Cores::Shared(setup.sim_cores);
@@ -669,6 +718,8 @@ fn predict(
         overflow_share: weighted(p.saturate.overflow_share, p.steady.overflow_share),
         miss_bytes_ratio: weighted(p.saturate.miss_bytes_ratio, p.steady.miss_bytes_ratio),
         flash_share_max: p.saturate.flash_share_max.max(p.steady.flash_share_max),
+        saturation_flash_use: mean(&p.saturate.flash_utilisation),
+        stolen_share: weighted(p.saturate.stolen_share, p.steady.stolen_share),
         simulated_queries_per_sec: simulated / started.elapsed().as_secs_f64().max(1e-9),
     })
 }

@@ -119,6 +119,14 @@ pub struct DemoArgs {
     /// the replicas' backlog reports add the other balancers' requests for this long).
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=60_000))]
     pub live_backlog_reports_ms: u64,
+    /// Live and predicted: each balancer's `replica_max_in_flight`, the requests it sends
+    /// one replica at once (the rest wait in its queue for that replica).
+    #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub live_slots: u64,
+    /// Live and predicted: the balancers' late binding, `steal_after_ms` (unset: off), with
+    /// the default `steal_share`.
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(0..=60_000))]
+    pub live_steal_after_ms: Option<u64>,
     /// Live and simulated: the balancers' load-bound slack `eps` (training and `eval`
     /// keep the default).
     #[arg(long, default_value_t = balancer::policy::DEFAULT_EPS)]
@@ -353,6 +361,8 @@ pub fn run(args: &DemoArgs) -> Result<()> {
             concurrency: args.live_concurrency,
             balancers: args.balancers as usize,
             backlog_reports_ms: args.live_backlog_reports_ms,
+            slots: args.live_slots,
+            steal_after_ms: args.live_steal_after_ms,
             rate: args.live_rate,
             others_load: args.live_others_load,
             sim_cpu_us: args.sim_cpu_us,

@@ -161,9 +161,9 @@ fn live_section(md: &mut String, live: &LiveReport) -> Result<()> {
     writeln!(md, "`cache_sim::queueing` replays the same queries through the same policy, load bound, caches and emulated flash, with time: closed loop with the same clients, then open loop at the same offered rate, every process's CPU work on the machine's shared cores (`--sim-cpu-us`, `--sim-cores`).\n")?;
     writeln!(
         md,
-        "| policy | throughput at saturation (measured / predicted / error) | p99 at offered load, ms (measured / predicted / error) | overflow (measured / predicted) | busiest flash share (measured / predicted) |"
+        "| policy | throughput at saturation (measured / predicted / error) | p99 at offered load, ms (measured / predicted / error) | overflow (measured / predicted) | busiest flash share (measured / predicted) | flash use at saturation (measured / predicted) | moved by late binding (measured / predicted) |"
     )?;
-    writeln!(md, "|---|---:|---:|---:|---:|")?;
+    writeln!(md, "|---|---:|---:|---:|---:|---:|---:|")?;
     let err = |measured: f64, predicted: f64| {
         if measured > 0.0 {
             format!("{:+.0}%", (predicted / measured - 1.0) * 100.0)
@@ -175,7 +175,7 @@ fn live_section(md: &mut String, live: &LiveReport) -> Result<()> {
         let p = &r.predicted;
         writeln!(
             md,
-            "| {} | {:.1} / {:.1} / {} | {:.1} / {:.1} / {} | {:.3} / {:.3} | {:.3} / {:.3} |",
+            "| {} | {:.1} / {:.1} / {} | {:.1} / {:.1} / {} | {:.3} / {:.3} | {:.3} / {:.3} | {:.2} / {:.2} | {:.3} / {:.3} |",
             row_name(live, r),
             r.saturation_qps,
             p.saturation_qps,
@@ -186,7 +186,11 @@ fn live_section(md: &mut String, live: &LiveReport) -> Result<()> {
             r.measured_overflow_share,
             p.overflow_share,
             r.measured_flash_share_max,
-            p.flash_share_max
+            p.flash_share_max,
+            r.saturation_flash_use,
+            p.saturation_flash_use,
+            r.measured_stolen_share,
+            p.stolen_share
         )?;
     }
     writeln!(
@@ -202,6 +206,8 @@ fn live_section(md: &mut String, live: &LiveReport) -> Result<()> {
     writeln!(md, "- **simulated miss bytes ratio**: the simulator's prediction for exactly these queries (the warm-up queries warm its caches, the counted ones are counted) with the same policy, index sizes and cache bytes.")?;
     writeln!(md, "- **measured**: Σ miss bytes / Σ (hit + miss) bytes over the counted queries, from every replica's `GET /stats` read before and after. **difference** is measured − simulated; both bound the same load over the last 10,000 routing decisions, so the two differ only by what a live system adds: concurrent queries interleave their cache accesses, the work a query costs reaches the balancer when its answer does, and a replica that falls behind (twice the mean of requests in flight, plus 2) sheds queries to the next-ranked one.")?;
     writeln!(md, "- **busiest flash share**: the share of all flash bytes read by the replica that read the most (1/R is perfect balance). With flash the bottleneck, throughput follows this replica.")?;
+    writeln!(md, "- **flash use at saturation**: the replicas' flash bytes over their emulated bandwidth times the closed-loop phase's time (the simulator: each replica's, averaged); 1 means no flash ever idled.")?;
+    writeln!(md, "- **moved by late binding**: share of the counted queries the balancer sent to another replica than the one routed to after they waited `steal_after_ms` (`--live-steal-after-ms`; 0 when it is off).")?;
     writeln!(
         md,
         "- **imbalance (measured)**: max / mean queries per replica over the counted queries."

@@ -187,6 +187,19 @@ pub struct SimulateArgs {
     /// backlog reports, taken as fresh), not only its own.
     #[arg(long)]
     pub backlog_reports: bool,
+    /// Late binding: queries each balancer sends one replica at once (the balancer's
+    /// `replica_max_in_flight`); past it they wait in the balancer's queue for that
+    /// replica. 0: no cap.
+    #[arg(long, default_value_t = 0)]
+    pub slots: u32,
+    /// With --slots: a query held this many milliseconds may go to any replica with a
+    /// free slot and nobody waiting (the balancer's `steal_after_ms`).
+    #[arg(long, value_name = "MS", requires = "slots")]
+    pub steal_after_ms: Option<f64>,
+    /// With --steal-after-ms: a query moves only to a replica whose votes reach this
+    /// share of its top vote (the balancer's `steal_share`).
+    #[arg(long, default_value_t = balancer::policy::DEFAULT_STEAL_SHARE)]
+    pub steal_share: f64,
     /// Shards S: a query goes to one replica of every shard and waits for the slowest.
     #[arg(long, default_value_t = 1)]
     pub shards: usize,
@@ -297,6 +310,9 @@ impl SimulateArgs {
                 stall_slack: self.stall_slack,
                 count: self.balancers,
                 reports: self.backlog_reports,
+                slots: self.slots,
+                steal_after: self.steal_after_ms.map(|ms| ms / 1e3),
+                steal_share: self.steal_share,
             },
             replica: ReplicaModel {
                 flash_read_mbps: (self.flash_read_mbps > 0.0).then_some(self.flash_read_mbps),

@@ -1,5 +1,7 @@
 //! `ballot simulate`'s outputs: the table on stdout (with the simulator's own speed), the
-//! JSON document and the latency-against-load chart.
+//! JSON document and the latency-against-load chart. `sat_flash` is the saturation phase's
+//! flash use (bytes read over bandwidth × time, the mean over servers), `stolen` its share
+//! of queries sent past their replica by late binding.
 
 use std::path::Path;
 
@@ -14,9 +16,11 @@ use crate::chart::{line_chart, Series};
 /// Prints one row per policy, then the simulator's speed.
 pub fn print_table(results: &[RouterResult]) {
     println!(
-        "{:<14} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>7} {:>10} {:>9} {:>8} {:>10}",
+        "{:<14} {:>10} {:>9} {:>7} {:>10} {:>9} {:>9} {:>9} {:>9} {:>7} {:>10} {:>9} {:>8} {:>10}",
         "policy",
         "sat_q/s",
+        "sat_flash",
+        "stolen",
         "offered",
         "p50_ms",
         "p99_ms",
@@ -31,10 +35,15 @@ pub fn print_table(results: &[RouterResult]) {
     for r in results {
         let l = &r.latency;
         let util_max = l.utilisation.iter().copied().fold(0.0, f64::max);
+        let s = &r.saturation;
+        let flash_use =
+            s.flash_utilisation.iter().sum::<f64>() / s.flash_utilisation.len().max(1) as f64;
         println!(
-            "{:<14} {:>10.1} {:>10.1} {:>9.2} {:>9.2} {:>9.2} {:>9.4} {:>7.4} {:>10.4} {:>9.3} {:>8.3} {:>6.2}/{:<3}",
+            "{:<14} {:>10.1} {:>9.3} {:>7.4} {:>10.1} {:>9.2} {:>9.2} {:>9.2} {:>9.4} {:>7.4} {:>10.4} {:>9.3} {:>8.3} {:>6.2}/{:<3}",
             r.policy,
-            r.saturation.throughput_qps,
+            s.throughput_qps,
+            flash_use,
+            s.stolen_share,
             l.offered_qps.unwrap_or(0.0),
             l.latency_ms.p50,
             l.latency_ms.p99,

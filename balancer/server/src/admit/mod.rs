@@ -20,6 +20,10 @@
 //! load bound and the stall guard see each replica's backlog (in flight plus queued,
 //! [`Slots::backlog`]), so a replica that falls behind is left.
 //!
+//! With `steal_after_ms` (`admit/steal.rs`) the queues become late binding with locality: a
+//! query still waits for its own replica first, but once it has waited `steal_after`, a
+//! replica with a free place and nobody waiting for it takes it (delay scheduling).
+//!
 //! The hand-over keeps the count at the cap, so newcomers cannot overtake the queue; a
 //! newcomer that finds a queue joins it. A finished request decrements the count and then
 //! looks at the queue length, while a waiter counts itself in the queue and then tries the
@@ -29,24 +33,37 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{fence, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use balancer::load::{InFlight, LoadView};
 use tokio::sync::oneshot;
 
+mod steal;
+
 /// The slot of a guard whose place was handed back: its drop does nothing.
 const DISARMED: usize = usize::MAX;
+
+/// A request waiting in a queue: where to hand it a place (closed once its waiter gave
+/// up), and since when it waits.
+#[derive(Debug)]
+struct Held {
+    tx: oneshot::Sender<InFlightGuard>,
+    since: Instant,
+    /// The slots late binding may move it to (bit mask).
+    alternatives: u64,
+}
 
 /// One replica's queue of requests waiting for a place, oldest first.
 #[derive(Debug, Default)]
 struct Queue {
     /// Entries in `waiters`, readable without the lock.
     len: AtomicU64,
-    /// Where to hand a freed place; a sender whose waiter gave up is closed.
-    waiters: Mutex<VecDeque<oneshot::Sender<InFlightGuard>>>,
+    /// The waiting requests.
+    waiters: Mutex<VecDeque<Held>>,
 }
 
 impl Queue {
-    fn lock(&self) -> MutexGuard<'_, VecDeque<oneshot::Sender<InFlightGuard>>> {
+    fn lock(&self) -> MutexGuard<'_, VecDeque<Held>> {
         self.waiters.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
@@ -72,6 +89,12 @@ pub struct Slots {
     /// How long a report counts (0: reports are not used).
     report_ms: u64,
     clock: std::time::Instant,
+    /// Late binding: how long a request waits for its own replica before another may
+    /// take it (`None`: it waits for its own).
+    steal_after: Option<Duration>,
+    /// The slots that may take another's waiting request: the live ones at the last
+    /// routing decision ([`Slots::set_takers`]).
+    takers: AtomicU64,
 }
 
 impl Slots {
@@ -87,7 +110,16 @@ impl Slots {
             reported: AtomicU64::new(0),
             report_ms: 0,
             clock: std::time::Instant::now(),
+            steal_after: None,
+            takers: AtomicU64::new(0),
         }
+    }
+
+    /// The same slots, where a request that waited `steal_after` for its replica may go to
+    /// another with a free place and nobody waiting (`None`: never).
+    pub fn with_stealing(mut self, steal_after: Option<Duration>) -> Self {
+        self.steal_after = steal_after;
+        self
     }
 
     /// The same slots, counting each replica's backlog report for `report_ms` (0: never).
@@ -198,14 +230,20 @@ impl Slots {
             .then(|| self.guard(slot))
     }
 
-    /// A place on `slot` if one is free, or a place at the back of its queue.
-    pub fn enqueue(self: &Arc<Self>, slot: usize) -> Result<InFlightGuard, Waiter> {
+    /// A place on `slot` if one is free, or a place at the back of its queue, from which
+    /// late binding may move it to the slots of `alternatives` (a bit mask).
+    pub fn enqueue(
+        self: &Arc<Self>,
+        slot: usize,
+        alternatives: u64,
+    ) -> Result<InFlightGuard, Waiter> {
         let Some(q) = self.queue(slot) else {
             self.counts.start(slot);
             return Ok(self.guard(slot));
         };
         // Allocated before the lock is taken; dropped unused if a place turns out free.
         let (tx, rx) = oneshot::channel();
+        let since = Instant::now();
         let mut waiters = q.lock();
         q.len.fetch_add(1, Ordering::SeqCst);
         self.queued.fetch_add(1, Ordering::Relaxed);
@@ -216,11 +254,17 @@ impl Slots {
             self.left_queue(q, 1);
             return Ok(self.guard(slot));
         }
-        waiters.push_back(tx);
+        waiters.push_back(Held {
+            tx,
+            since,
+            alternatives,
+        });
         Err(Waiter {
             rx: Some(rx),
             slots: Arc::clone(self),
             slot,
+            since,
+            alternatives,
         })
     }
 
@@ -228,24 +272,32 @@ impl Slots {
     /// newcomer took it first (its own end hands it over then).
     fn hand_over(self: &Arc<Self>, slot: usize, q: &Queue) {
         let mut waiters = q.lock();
-        while let Some(tx) = waiters.pop_front() {
-            if tx.is_closed() {
+        while let Some(held) = waiters.pop_front() {
+            if held.tx.is_closed() {
                 self.left_queue(q, 1);
                 continue;
             }
             if !self.counts.try_start(slot, self.cap) {
-                waiters.push_front(tx);
+                waiters.push_front(held);
                 return;
             }
             self.left_queue(q, 1);
-            match tx.send(self.guard(slot)) {
-                Ok(()) => return,
-                Err(mut guard) => {
-                    // The waiter gave up meanwhile: take the place back (without the
-                    // guard's drop, which would lock this queue again) and try the next.
-                    guard.slot = DISARMED;
-                    self.counts.finish(slot);
-                }
+            if self.give(held, slot) {
+                return;
+            }
+        }
+    }
+
+    /// Hands the place just taken on `slot` to `held`, out of its queue: `false` (and the
+    /// place taken back) if it gave up meanwhile. The place comes back without the guard's
+    /// drop, which would lock the queue the caller holds.
+    fn give(self: &Arc<Self>, held: Held, slot: usize) -> bool {
+        match held.tx.send(self.guard(slot)) {
+            Ok(()) => true,
+            Err(mut guard) => {
+                guard.slot = DISARMED;
+                self.counts.finish(slot);
+                false
             }
         }
     }
@@ -280,6 +332,8 @@ pub struct Waiter {
     rx: Option<oneshot::Receiver<InFlightGuard>>,
     slots: Arc<Slots>,
     slot: usize,
+    since: Instant,
+    alternatives: u64,
 }
 
 impl Waiter {
@@ -313,7 +367,7 @@ impl Drop for Waiter {
         if let Some(q) = self.slots.queue(self.slot) {
             let mut waiters = q.lock();
             let before = waiters.len();
-            waiters.retain(|tx| !tx.is_closed());
+            waiters.retain(|held| !held.tx.is_closed());
             self.slots.left_queue(q, (before - waiters.len()) as u64);
         }
     }
@@ -325,6 +379,14 @@ impl Drop for Waiter {
 pub struct InFlightGuard {
     slots: Arc<Slots>,
     slot: usize,
+}
+
+impl InFlightGuard {
+    /// The replica slot the request holds a place on (another than the one it waited for
+    /// when that place was stolen for it).
+    pub fn slot(&self) -> usize {
+        self.slot
+    }
 }
 
 impl Drop for InFlightGuard {
@@ -340,6 +402,8 @@ impl Drop for InFlightGuard {
         fence(Ordering::SeqCst);
         if q.len.load(Ordering::SeqCst) != 0 {
             self.slots.hand_over(self.slot, q);
+        } else if self.slots.steal_after.is_some() {
+            self.slots.steal_for(self.slot);
         }
     }
 }
@@ -422,8 +486,8 @@ mod tests {
         let s = Arc::new(Slots::new(2, 1));
         let held = s.try_start(0).expect("a free place");
         assert!(s.try_start(0).is_none(), "full");
-        let mut first = s.enqueue(0).expect_err("full: queued");
-        let mut second = s.enqueue(0).expect_err("queued behind");
+        let mut first = s.enqueue(0, 0).expect_err("full: queued");
+        let mut second = s.enqueue(0, 0).expect_err("queued behind");
         assert!(
             s.try_start(0).is_none(),
             "a newcomer does not overtake the queue"
@@ -461,8 +525,8 @@ mod tests {
     async fn a_waiter_that_leaves_passes_its_turn_on() {
         let s = Arc::new(Slots::new(1, 1));
         let held = s.try_start(0).unwrap();
-        let gone = s.enqueue(0).unwrap_err();
-        let mut next = s.enqueue(0).unwrap_err();
+        let gone = s.enqueue(0, 0).unwrap_err();
+        let mut next = s.enqueue(0, 0).unwrap_err();
         drop(gone);
         assert_eq!(s.queued(0), 1, "leaving takes the request out of the queue");
         drop(held);
@@ -470,14 +534,14 @@ mod tests {
         drop((got, next));
         assert_eq!(s.backlog(0), 0);
         // A request that finds a free place when it queues takes it at once.
-        assert!(s.enqueue(0).is_ok());
+        assert!(s.enqueue(0, 0).is_ok());
         assert_eq!(s.backlog(0), 0);
     }
 
     #[test]
     fn without_a_cap_there_is_no_queue() {
         let s = Arc::new(Slots::new(1, 0));
-        let held: Vec<_> = (0..1000).map(|_| s.enqueue(0).unwrap()).collect();
+        let held: Vec<_> = (0..1000).map(|_| s.enqueue(0, 0).unwrap()).collect();
         assert_eq!((s.counts.count(0), s.queued(0)), (1000, 0));
         drop(held);
         assert_eq!(s.counts.count(0), 0);
@@ -498,7 +562,7 @@ mod tests {
                 tokio::spawn(async move {
                     let guard = match s.try_start(0) {
                         Some(g) => g,
-                        None => match s.enqueue(0) {
+                        None => match s.enqueue(0, 0) {
                             Ok(g) => g,
                             Err(mut w) => {
                                 // Every fifth request gives up almost at once.
