@@ -261,6 +261,15 @@ impl RoutingPolicy for RampPolicy {
         let scores = self.ramp.at(self.progress_at(n)).score(query.term_hashes);
         pick(&scores, self.replicas, self.eps, self.homes, load, rng)
     }
+
+    /// The replicas whose votes reach `share` of the top vote, by the side of the ramp
+    /// that scores the query now.
+    fn alternatives(&self, query: &QueryKey<'_>, share: f64) -> u64 {
+        self.ramp
+            .at(self.progress())
+            .score(query.term_hashes)
+            .near_top(self.replicas, share)
+    }
 }
 
 /// A [`RampedTable`] at one progress value.
@@ -614,5 +623,20 @@ mod tests {
         assert!(early < late, "{early} early vs {late} late");
         let instant = RampPolicy::new(ramp(1, 2), 4, 0.05, 0.0, 3, 0);
         assert_eq!((instant.progress_at(2), instant.progress_at(3)), (0.0, 1.0));
+    }
+
+    #[test]
+    fn late_binding_alternatives_follow_the_side_that_scores_the_query_now() {
+        let p = RampPolicy::new(ramp(1, 2), 4, 0.05, 0.0, 1, 0);
+        let (h, load) = (mix64(7), StaticLoad::idle(4));
+        let hashes = [h];
+        let q = QueryKey::new(h, &hashes);
+        assert_eq!(
+            p.alternatives(&q, 0.75),
+            0b010,
+            "before the switch: the old table"
+        );
+        p.route(&q, &load, &mut Rng::new(1)).unwrap();
+        assert_eq!(p.alternatives(&q, 0.75), 0b100, "after it: the new one");
     }
 }

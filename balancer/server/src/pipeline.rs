@@ -568,13 +568,15 @@ impl Balancer {
             }
             let until = *until
                 .get_or_insert_with(|| ctx.deadline.min(Instant::now() + self.cfg.queue_timeout()));
-            let alternatives = match (&ctx.terms, shard.slots.steals()) {
-                (Some(terms), true) => ctx
-                    .routing
-                    .policy
-                    .alternatives(&terms.key(), self.cfg.config.steal_share),
-                _ => u64::MAX,
-            };
+            // Never a replica this request already failed on.
+            let alternatives = !exclude
+                & match (&ctx.terms, shard.slots.steals()) {
+                    (Some(terms), true) => ctx
+                        .routing
+                        .policy
+                        .alternatives(&terms.key(), self.cfg.config.steal_share),
+                    _ => u64::MAX,
+                };
             if let Some(guard) = wait_in_queue(shard, &choice, until, alternatives).await? {
                 if guard.slot() == choice.index {
                     return Ok((choice, guard));
