@@ -459,23 +459,24 @@ impl QueueConfig {
             return Err(param("window", 0, "at least 1"));
         }
         non_negative("stall_eps", self.balancer.stall_eps)?;
-        if let Some(after) = self.balancer.steal_after {
+        let b = &self.balancer;
+        if (b.slots > 0 || b.steal_after.is_some()) && !matches!(router, Router::Policy(_)) {
+            return Err(param(
+                "slots, steal_after",
+                b.slots,
+                "0 and unset unless one policy routes (the balancer's queues)",
+            ));
+        }
+        if let Some(after) = b.steal_after {
             non_negative("steal_after", after)?;
-            non_negative("steal_share", self.balancer.steal_share)?;
-            if self.balancer.slots == 0 || !matches!(router, Router::Policy(_)) {
+            non_negative("steal_share", b.steal_share)?;
+            if b.slots == 0 {
                 return Err(param(
                     "steal_after",
                     after,
-                    "with slots and one policy routing (the balancer's queues)",
+                    "with slots (the balancer's queues)",
                 ));
             }
-        }
-        if self.balancer.slots > 0 && !matches!(router, Router::Policy(_)) {
-            return Err(param(
-                "slots",
-                self.balancer.slots,
-                "0 unless one policy routes (the balancer's queues)",
-            ));
         }
         self.replica.validate()?;
         match self.cores {

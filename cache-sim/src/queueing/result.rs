@@ -118,6 +118,17 @@ pub struct PhaseResult {
     pub sim_queries_per_sec: f64,
 }
 
+impl PhaseResult {
+    /// The servers' mean flash use ([`PhaseResult::flash_utilisation`]; 0 with unlimited
+    /// bandwidth).
+    pub fn flash_use_mean(&self) -> f64 {
+        ratio(
+            self.flash_utilisation.iter().sum(),
+            self.flash_utilisation.len() as f64,
+        )
+    }
+}
+
 /// `a / b`, 0 when `b` is 0.
 pub(crate) fn ratio(a: f64, b: f64) -> f64 {
     if b > 0.0 {

@@ -35,7 +35,7 @@ use std::sync::atomic::{fence, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use balancer::load::{InFlight, LoadView};
+use balancer::load::{members, InFlight, LoadView};
 use tokio::sync::oneshot;
 
 mod steal;
@@ -189,13 +189,9 @@ impl Slots {
             return own;
         }
         let now = self.now_ms();
-        let mut rest = self.reported.load(Ordering::Relaxed);
-        let mut others = 0;
-        while rest != 0 {
-            let s = rest.trailing_zeros() as usize;
-            rest &= rest - 1;
-            others += self.others_at(s, now);
-        }
+        let others: u64 = members(self.reported.load(Ordering::Relaxed))
+            .map(|s| self.others_at(s, now))
+            .sum();
         own + others
     }
 

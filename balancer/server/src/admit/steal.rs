@@ -22,6 +22,8 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use balancer::load::members;
+
 use super::{Held, InFlightGuard, Slots, Waiter};
 
 impl Slots {
@@ -133,18 +135,11 @@ impl Waiter {
             return None;
         }
         let s = &self.slots;
-        let mut rest =
+        let candidates =
             s.takers.load(Ordering::Relaxed) & self.alternatives & !(1u64 << (self.slot % 64));
-        let mut best: Option<(u64, usize)> = None;
-        while rest != 0 {
-            let r = rest.trailing_zeros() as usize;
-            rest &= rest - 1;
-            let n = s.counts.count(r);
-            if n < s.cap && s.queued(r) == 0 && best.is_none_or(|(b, _)| n < b) {
-                best = Some((n, r));
-            }
-        }
-        let (_, r) = best?;
+        let r = members(candidates)
+            .filter(|&r| s.counts.count(r) < s.cap && s.queued(r) == 0)
+            .min_by_key(|&r| s.counts.count(r))?;
         s.try_start(r)
     }
 }

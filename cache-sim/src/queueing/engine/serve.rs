@@ -28,18 +28,8 @@ impl<C: Cache> Engine<'_, C> {
         counted: bool,
         v: usize,
     ) -> (usize, u64) {
-        let mut hashes = [0u64; MAX_TERMS];
-        let (query_hash, n) = match self.trace {
-            Some(t) => {
-                let terms = t.terms(q);
-                let n = terms.len().min(MAX_TERMS);
-                for (slot, &term) in hashes.iter_mut().zip(&terms[..n]) {
-                    *slot = self.terms[term as usize].hash;
-                }
-                (t.query_hashes[q], n)
-            }
-            None => (mix64(q as u64), 0),
-        };
+        let (hashes, n) = self.term_hashes(q);
+        let query_hash = self.trace.map_or(mix64(q as u64), |t| t.query_hashes[q]);
         let key = QueryKey::new(query_hash, &hashes[..n]);
         let b = &self.cfg.balancer;
         let in_flight = match self.router {
@@ -87,13 +77,8 @@ impl<C: Cache> Engine<'_, C> {
         let (Some(shadow), Some(trace)) = (&self.shadow, self.trace) else {
             return;
         };
-        let terms = trace.terms(q);
-        let terms = &terms[..terms.len().min(MAX_TERMS)];
-        let mut hashes = [0u64; MAX_TERMS];
-        for (slot, &term) in hashes.iter_mut().zip(terms) {
-            *slot = self.terms[term as usize].hash;
-        }
-        let hashes = &hashes[..terms.len()];
+        let (hashes, n) = self.term_hashes(q);
+        let (hashes, terms) = (&hashes[..n], &trace.terms(q)[..n]);
         let admits = |h: u64| {
             hashes
                 .iter()
@@ -101,6 +86,22 @@ impl<C: Cache> Engine<'_, C> {
                 .is_none_or(|i| self.admits(r, terms[i]))
         };
         shadow.access(r, Owner { id: r, since: 0 }, hashes, admits);
+    }
+
+    /// The hashes of query `q`'s first [`MAX_TERMS`] terms (what the policy and the shadow
+    /// caches see), and how many there are (0 without a trace).
+    #[inline]
+    fn term_hashes(&self, q: usize) -> ([u64; MAX_TERMS], usize) {
+        let mut hashes = [0u64; MAX_TERMS];
+        let Some(t) = self.trace else {
+            return (hashes, 0);
+        };
+        let terms = t.terms(q);
+        let n = terms.len().min(MAX_TERMS);
+        for (slot, &term) in hashes.iter_mut().zip(&terms[..n]) {
+            *slot = self.terms[term as usize].hash;
+        }
+        (hashes, n)
     }
 
     /// What a query (or a shard's part) that read `miss` flash bytes adds to its replica's

@@ -552,15 +552,6 @@ fn flash_use(setup: &LiveSetup<'_>, flash_bytes: u64, elapsed: std::time::Durati
     }
 }
 
-/// The mean of `v` (0 when empty).
-fn mean(v: &[f64]) -> f64 {
-    if v.is_empty() {
-        0.0
-    } else {
-        v.iter().sum::<f64>() / v.len() as f64
-    }
-}
-
 /// The name of replica `j` of shard `s` (`r<j>` without shards).
 fn replica_name(setup: &LiveSetup<'_>, s: usize, j: usize) -> String {
     if setup.shards.count > 1 {
@@ -718,7 +709,7 @@ fn predict(
         overflow_share: weighted(p.saturate.overflow_share, p.steady.overflow_share),
         miss_bytes_ratio: weighted(p.saturate.miss_bytes_ratio, p.steady.miss_bytes_ratio),
         flash_share_max: p.saturate.flash_share_max.max(p.steady.flash_share_max),
-        saturation_flash_use: mean(&p.saturate.flash_utilisation),
+        saturation_flash_use: p.saturate.flash_use_mean(),
         stolen_share: weighted(p.saturate.stolen_share, p.steady.stolen_share),
         simulated_queries_per_sec: simulated / started.elapsed().as_secs_f64().max(1e-9),
     })

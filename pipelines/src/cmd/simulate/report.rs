@@ -36,13 +36,11 @@ pub fn print_table(results: &[RouterResult]) {
         let l = &r.latency;
         let util_max = l.utilisation.iter().copied().fold(0.0, f64::max);
         let s = &r.saturation;
-        let flash_use =
-            s.flash_utilisation.iter().sum::<f64>() / s.flash_utilisation.len().max(1) as f64;
         println!(
             "{:<14} {:>10.1} {:>9.3} {:>7.4} {:>10.1} {:>9.2} {:>9.2} {:>9.2} {:>9.4} {:>7.4} {:>10.4} {:>9.3} {:>8.3} {:>6.2}/{:<3}",
             r.policy,
             s.throughput_qps,
-            flash_use,
+            s.flash_use_mean(),
             s.stolen_share,
             l.offered_qps.unwrap_or(0.0),
             l.latency_ms.p50,
