@@ -7,7 +7,7 @@
 # index built from the days read, a fresh `balancer` serving the table (load `work`, as
 # retrain simulates a table), then
 #   1. warm-up: `ballot replay` of the days WARM_FROM..WARM_TO, closed loop, not measured;
-#   2. measurement: `ballot replay` of TEST_DAY, closed loop with CONCURRENCY workers
+#   2. measurement: `ballot replay` of MEASURE_FROM..TEST_DAY, closed loop with CONCURRENCY workers
 #      (throughput at saturation), the replicas' /stats deltas giving the flash bytes each
 #      replica read (`--stats-from`);
 #   3. everything stopped.
@@ -15,6 +15,17 @@
 # busiest replica's flash bytes per query (its flash bytes over all the queries), all
 # replicas' flash bytes per query, the busiest replica's share, errors; and the ratio of the
 # tables' median throughputs. Also written to BENCH_DIR/results.md.
+#
+# Switch mode (SWITCH_TO set): the live check of a table switch. TABLES names the served
+# table only; each round runs, in an order rotated by round, one cluster per table of
+# SWITCH_TO and one more that never switches ("none"): fresh replicas and balancer serving
+# the served table, warm-up as above, then MEASURE_FROM..TEST_DAY replayed closed loop with
+# `--interval INTERVAL`, the candidate posted to the balancer's `POST /admin/table` (it ramps
+# in over the balancer's `ramp_queries`) SWITCH_AFTER seconds into it, and every replica's
+# /stats read each second. Then one table of every interval: each run's throughput (ok/s)
+# and measured miss bytes ratio, medians over the rounds (each run's last, partial interval
+# left out), and per candidate its lowest and mean interval throughput over TRANSITION
+# seconds from the switch relative to the run without a switch (the dip).
 #
 # Not part of CI. Needs python3 (to read the replay reports) and a few minutes per round.
 #
@@ -26,7 +37,9 @@
 # DOCS (1000000, the index's documents: the size model's N), EVICTION (sieve), EPS (0.05),
 # FLASH_MBPS (4 per replica, the bottleneck), FLASH_US (100), CONCURRENCY (32), ROUNDS (2),
 # BENCH_DIR (target/bench-tables), BASE_PORT (18600), SKIP_BUILD=1 (use the binaries in
-# target/release).
+# target/release), MEASURE_FROM (TEST_DAY: the first measured day); switch mode: SWITCH_TO
+# (candidate tables), SWITCH_AFTER (15 seconds), INTERVAL (5 seconds), TRANSITION (30 seconds: the window after
+# the switch the dip is taken over).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -45,13 +58,22 @@ FLASH_MBPS=${FLASH_MBPS:-4}
 FLASH_US=${FLASH_US:-100}
 CONCURRENCY=${CONCURRENCY:-32}
 ROUNDS=${ROUNDS:-2}
+SWITCH_TO=${SWITCH_TO:-}
+MEASURE_FROM=${MEASURE_FROM:-$TEST_DAY}
+SWITCH_AFTER=${SWITCH_AFTER:-15}
+INTERVAL=${INTERVAL:-5}
+TRANSITION=${TRANSITION:-30}
 BENCH_DIR=${BENCH_DIR:-$ROOT/target/bench-tables}
 BASE_PORT=${BASE_PORT:-18600}
 BALLOT_PORT=$((BASE_PORT + 60))
 BALLOT_ADMIN=$((BASE_PORT + 61))
 PORTS=()
 for i in $(seq 0 $((REPLICAS - 1))); do PORTS+=($((BASE_PORT + i))); done
-for t in $TABLES; do [ -f "$t" ] || { echo "no table $t" >&2; exit 2; }; done
+for t in $TABLES $SWITCH_TO; do [ -f "$t" ] || { echo "no table $t" >&2; exit 2; }; done
+if [ -n "$SWITCH_TO" ] && [ "$(echo $TABLES | wc -w)" != 1 ]; then
+  echo "with SWITCH_TO, TABLES names the served table only" >&2
+  exit 2
+fi
 command -v python3 >/dev/null || { echo "python3 is needed to read the replay reports" >&2; exit 1; }
 
 if [ "${SKIP_BUILD:-0}" != 1 ]; then
@@ -124,7 +146,121 @@ STATS_FROM=${STATS_FROM%,}
 OUT=$BENCH_DIR/run-$(date +%Y%m%d-%H%M%S)
 mkdir -p "$OUT"
 echo "index: $INDEX ($DOCS docs); $REPLICAS replicas, cache $CACHE_BYTES bytes each ($CACHE_FRAC), $EVICTION, flash $FLASH_MBPS MB/s + $FLASH_US us"
-echo "warm-up: $WARM_FROM..$WARM_TO; measured: $TEST_DAY, closed loop, $CONCURRENCY workers; $ROUNDS round(s)"
+echo "warm-up: $WARM_FROM..$WARM_TO; measured: $MEASURE_FROM..$TEST_DAY, closed loop, $CONCURRENCY workers; $ROUNDS round(s)"
+if [ -n "$SWITCH_TO" ]; then
+  # --- switch mode ------------------------------------------------------------------------
+  SERVED=$TABLES
+  TARGETS=(none $SWITCH_TO)
+  echo "switch: served $SERVED, the candidate posted after ${SWITCH_AFTER}s"
+  poll_stats() { # out: every replica's /stats each second, one JSON line per reading
+    python3 - "$1" "${PORTS[@]}" <<'PY' &
+import json, sys, time, urllib.request
+out, ports = sys.argv[1], sys.argv[2:]
+with open(out, "w") as f:
+    while True:
+        t = time.time()
+        row = {"t": t, "replicas": []}
+        for p in ports:
+            with urllib.request.urlopen(f"http://127.0.0.1:{p}/stats", timeout=5) as r:
+                row["replicas"].append(json.load(r))
+        f.write(json.dumps(row) + "\n")
+        f.flush()
+        time.sleep(max(0.0, 1.0 - (time.time() - t)))
+PY
+    PIDS+=($!)
+  }
+  RUNS=()
+  for round in $(seq 1 "$ROUNDS"); do
+    n=${#TARGETS[@]}
+    for k in $(seq 0 $((n - 1))); do
+      target=${TARGETS[$(((k + round - 1) % n))]}
+      tag="s$(((k + round - 1) % n))-$round"
+      RUNS+=("$tag=$target")
+      start_cluster "$tag" "$SERVED"
+      replay_log "$OUT/warm-$tag" --from "$WARM_FROM" --to "$WARM_TO" --concurrency "$CONCURRENCY"
+      poll_stats "$OUT/stats-$tag.jsonl"
+      date +%s.%N >"$OUT/start-$tag"
+      if [ "$target" != none ]; then
+        (
+          sleep "$SWITCH_AFTER"
+          date +%s.%N >"$OUT/switch-$tag"
+          curl -s -o "$OUT/switch-$tag.json" -w '%{http_code}\n' -X POST \
+            -H "Authorization: Bearer bench" -H 'Content-Type: application/octet-stream' \
+            --data-binary "@$target" "http://127.0.0.1:$BALLOT_ADMIN/admin/table" >>"$OUT/switch-$tag"
+        ) &
+        PIDS+=($!)
+      fi
+      replay_log "$OUT/test-$tag" --from "$MEASURE_FROM" --to "$TEST_DAY" \
+        --concurrency "$CONCURRENCY" --interval "${INTERVAL}s"
+      stop_all
+      echo "  $tag ($target): $(grep -m1 -E 'throughput|ok/s|q/s' "$OUT/test-$tag.txt" || true)"
+    done
+  done
+  python3 - "$OUT" "$INTERVAL" "$SWITCH_AFTER" "$TRANSITION" "${RUNS[@]}" <<'PY' | tee "$OUT/results.md"
+import json, statistics, sys
+out, interval, after, transition = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
+runs = [r.split("=", 1) for r in sys.argv[5:]]
+def series(tag):
+    rep = json.load(open(f"{out}/test-{tag}.json"))
+    start = float(open(f"{out}/start-{tag}").read())
+    ok = {round(iv["start_s"] / interval): iv["ok"] / interval for iv in rep["intervals"] or []}
+    ok.pop(max(ok), None)  # the last interval is partial: the replay drains
+    reads = [json.loads(l) for l in open(f"{out}/stats-{tag}.jsonl")]
+    def at(t):  # cumulative (miss, requested) bytes over the replicas at the last reading <= t
+        best = reads[0]
+        for r in reads:
+            if r["t"] <= t:
+                best = r
+        rs = best["replicas"]
+        return (sum(x["miss_bytes"] for x in rs), sum(x["miss_bytes"] + x["hit_bytes"] for x in rs))
+    miss = {}
+    for i in ok:
+        (m0, q0), (m1, q1) = at(start + i * interval), at(start + (i + 1) * interval)
+        miss[i] = (m1 - m0) / (q1 - q0) if q1 > q0 else float("nan")
+    switched = None
+    try:
+        lines = open(f"{out}/switch-{tag}").read().split()
+        switched = (float(lines[0]) - start, lines[1])
+    except FileNotFoundError:
+        pass
+    return ok, miss, sum(rep["errors"].values()), switched, rep["throughput_qps"]
+by = {}
+for tag, target in runs:
+    by.setdefault(target, []).append(series(tag))
+targets = list(by)
+last = min(max(s[0]) for runs_ in by.values() for s in runs_ if s[0]) + 1
+def med(xs):
+    xs = [x for x in xs if x == x]
+    return statistics.median(xs) if xs else float("nan")
+def column(t, k):
+    return [med([s[k].get(i, float("nan")) for s in by[t]]) for i in range(last)]
+print()
+print("| from s | " + " | ".join(f"{t} ok/s | {t} miss bytes" for t in targets) + " |")
+print("|---:|" + "---:|---:|" * len(targets))
+cols = {t: (column(t, 0), column(t, 1)) for t in targets}
+for i in range(last):
+    cells = [f"{cols[t][0][i]:.1f} | {cols[t][1][i]:.4f}" for t in targets]
+    print(f"| {i * interval:.0f} | " + " | ".join(cells) + " |")
+print()
+base = cols["none"][0]
+window = range(int(after // interval), min(last, int((after + transition) // interval)))
+for t in targets:
+    runs_ = by[t]
+    line = (f"{t}: {' and '.join(f'{s[4]:.1f}' for s in runs_)} ok/s over the whole replay, "
+            f"{sum(s[2] for s in runs_)} errors")
+    sw = [s[3] for s in runs_ if s[3]]
+    if sw:
+        rel = [cols[t][0][i] / base[i] for i in window if base[i] > 0]
+        miss = [cols[t][1][i] for i in window]
+        line += (f"; switched at {', '.join(f'{x[0]:.1f}s (HTTP {x[1]})' for x in sw)}; over the "
+                 f"{transition:.0f}s from the switch, the lowest interval {min(rel):.3f}x the run "
+                 f"without a switch, the mean {statistics.mean(rel):.3f}x, miss bytes up to "
+                 f"{max(miss):.4f} (without a switch up to {max(cols['none'][1][i] for i in window):.4f})")
+    print(line)
+PY
+  exit 0
+fi
+
 NAMES=()
 for round in $(seq 1 "$ROUNDS"); do
   n=0
@@ -134,7 +270,7 @@ for round in $(seq 1 "$ROUNDS"); do
     NAMES+=("$tag=$table")
     start_cluster "$tag" "$table"
     replay_log "$OUT/warm-$tag" --from "$WARM_FROM" --to "$WARM_TO" --concurrency "$CONCURRENCY"
-    replay_log "$OUT/test-$tag" --from "$TEST_DAY" --to "$TEST_DAY" --concurrency "$CONCURRENCY" \
+    replay_log "$OUT/test-$tag" --from "$MEASURE_FROM" --to "$TEST_DAY" --concurrency "$CONCURRENCY" \
       --stats-from "$STATS_FROM"
     stop_all
     echo "  $tag ($table): $(grep -m1 -E 'throughput|ok/s|q/s' "$OUT/test-$tag.txt" || true)"

@@ -9,14 +9,16 @@
 //! 4. [`votes`]: the initial voting table from the parts;
 //! 5. [`refine`]: simulation-driven refinement: replay through the `table` policy in the
 //!    cache simulator, watch where each term was fetched and whether it hit, update;
-//! 6. [`train`](mod@train): the whole job with timings and a [`report`].
+//! 6. [`train`](mod@train): the whole job with timings and a [`report`];
+//!    [`stable`] keeps a served table's homes when it retrains (a movement budget).
 
 pub mod aggregate;
 pub mod graph;
 pub mod partition;
 pub mod refine;
 pub mod report;
+pub mod stable;
 pub mod train;
 pub mod votes;
 
-pub use train::{train, Progress, TrainConfig, TrainError, TrainOutput};
+pub use train::{train, Progress, Stable, TrainConfig, TrainError, TrainOutput};

@@ -48,6 +48,7 @@ use cache_sim::sim::{replay, Observer, SimConfig, SimLoad, SimResult, Trace};
 use data::rng::Rng;
 use serde::Serialize;
 
+use crate::stable::Budget;
 use crate::votes::TermVotes;
 
 /// Parameters of the refinement.
@@ -215,13 +216,17 @@ fn table_policy(
 }
 
 /// Refines `initial` by simulation on `trace` (its `train_len` is the fit part, the rest
-/// is validation). `progress` is called after each evaluation.
+/// is validation). With a `budget` (stable retraining, [`crate::stable`]) a term leaves
+/// its served home only while the budget lasts, keeps its served votes at its served home,
+/// and elsewhere its home stays its top vote.
+/// `progress` is called after each evaluation.
 pub fn refine(
     trace: &Trace,
     initial: TermVotes,
     sim: &SimConfig,
     params: &PolicyParams,
     cfg: &RefineConfig,
+    budget: Option<&Budget>,
     mut progress: impl FnMut(&IterationRecord),
 ) -> Result<Refined, String> {
     let r = sim.replicas;
@@ -251,7 +256,8 @@ pub fn refine(
         let result = replay(trace, &noting, sim, &mut watch);
         let demand = first_choice_demand(trace, params.replicas, sim.load, &watch);
         let step = cfg.price_step / ((iteration + 1) as f64).sqrt();
-        let (next, moved) = update(&votes, &watch, &demand, &mut prices, step, trace, cfg);
+        reprice(&mut prices, &demand, &watch, step, cfg);
+        let (next, moved) = revote(&votes, &watch, &prices, trace, cfg, budget);
         let record = IterationRecord {
             min_term_freq: 0,
             ufactor: 0,
@@ -331,17 +337,9 @@ fn first_choice_demand(trace: &Trace, r: usize, load: SimLoad, watch: &Watch) ->
     demand
 }
 
-/// Applies the update rule of the module docs; returns the new votes and how many terms
-/// moved.
-fn update(
-    votes: &TermVotes,
-    watch: &Watch,
-    demand: &[u64],
-    prices: &mut [f64],
-    step: f64,
-    trace: &Trace,
-    cfg: &RefineConfig,
-) -> (TermVotes, u64) {
+/// Steps 4 and 5 of the module docs: moves each replica's price by its first-choice
+/// `demand` and, with a flash price, by its share of the fit part's flash bytes.
+fn reprice(prices: &mut [f64], demand: &[u64], watch: &Watch, step: f64, cfg: &RefineConfig) {
     let r = prices.len();
     let total: u64 = demand.iter().sum();
     if total > 0 {
@@ -359,45 +357,125 @@ fn update(
             *p = (*p * (fair / f).powf(step * cfg.flash_price)).clamp(0.25, 4.0);
         }
     }
+}
+
+/// Steps 1 to 3 of the module docs under the current `prices`; returns the new votes and
+/// how many terms moved. With a `budget`, moves away from the served homes are admitted in
+/// order of request advantage while the budget lasts, a term at its served home keeps its
+/// served votes, and a moved term's secondary votes stay below its home's.
+fn revote(
+    votes: &TermVotes,
+    watch: &Watch,
+    prices: &[f64],
+    trace: &Trace,
+    cfg: &RefineConfig,
+    budget: Option<&Budget>,
+) -> (TermVotes, u64) {
+    let r = prices.len();
+    let mut homes: Vec<Option<u16>> = votes
+        .votes
+        .iter()
+        .enumerate()
+        .map(|(t, list)| {
+            let &(home, _) = list.first()?;
+            let row = &watch.requests[t * r..(t + 1) * r];
+            let (mut best_r, mut best_req) = (home as usize, row[home as usize]);
+            for (c, &req) in row.iter().enumerate() {
+                if req > best_req {
+                    best_r = c;
+                    best_req = req;
+                }
+            }
+            let home_req = f64::from(row[home as usize]);
+            Some(
+                if f64::from(best_req) >= (1.0 + cfg.move_margin) * home_req {
+                    best_r as u16
+                } else {
+                    home
+                },
+            )
+        })
+        .collect();
+    if let Some(budget) = budget {
+        keep_within(budget, votes, watch, &mut homes);
+    }
     let mut moved = 0u64;
     let mut next = votes.clone();
     for (t, list) in next.votes.iter_mut().enumerate() {
-        let Some(&(home, _)) = list.first() else {
+        let (Some(&(home, _)), Some(new_home)) = (list.first(), homes[t]) else {
             continue;
         };
-        let row = &watch.requests[t * r..(t + 1) * r];
-        let hits = &watch.hits[t * r..(t + 1) * r];
-        let (mut best_r, mut best_req) = (home as usize, row[home as usize]);
-        for (c, &req) in row.iter().enumerate() {
-            if req > best_req {
-                best_r = c;
-                best_req = req;
-            }
-        }
-        let new_home =
-            if f64::from(best_req) >= (1.0 + cfg.move_margin) * f64::from(row[home as usize]) {
-                best_r
-            } else {
-                home as usize
-            };
-        if new_home != home as usize {
+        if new_home != home {
             moved += 1;
         }
+        if let Some(served) = budget.map(|b| &b.served[t]) {
+            if served.first().is_some_and(|&(h, _)| h == new_home) {
+                // At its served home a term keeps the served votes (crate::stable).
+                list.clone_from(served);
+                continue;
+            }
+        }
+        let new_home = usize::from(new_home);
+        let row = &watch.requests[t * r..(t + 1) * r];
+        let hits = &watch.hits[t * r..(t + 1) * r];
         let bytes = trace.term_bytes[t] as f64;
         let hit_rate = |c: usize| (f64::from(hits[c]) + 1.0) / (f64::from(row[c]) + 2.0);
+        let home_weight = (bytes * hit_rate(new_home) * prices[new_home]) as f32;
         list.clear();
-        list.push((
-            new_home as u16,
-            (bytes * hit_rate(new_home) * prices[new_home]) as f32,
-        ));
+        list.push((new_home as u16, home_weight));
         if cfg.secondary > 0.0 {
             for (c, &req) in row.iter().enumerate() {
                 if c != new_home && req >= cfg.secondary_min_requests {
-                    let w = bytes * hit_rate(c) * prices[c] * cfg.secondary;
-                    list.push((c as u16, w as f32));
+                    let mut w = (bytes * hit_rate(c) * prices[c] * cfg.secondary) as f32;
+                    if budget.is_some() {
+                        // The home stays the top vote (the first of equal weights).
+                        w = w.min(home_weight * BELOW_HOME);
+                    }
+                    list.push((c as u16, w));
                 }
             }
         }
     }
     (next, moved)
+}
+
+/// Under a budget, a secondary vote weighs at most this share of the home's, so the home
+/// stays the term's top vote.
+const BELOW_HOME: f32 = 0.999;
+
+/// Undoes the proposed moves (`homes`, per term) that would take the movement past
+/// `budget`: moves back to a served home and moves between two other replicas are free;
+/// moves away from a served home are admitted by request advantage (requests at the new
+/// home over requests at the current one), largest first, while the budget lasts.
+fn keep_within(budget: &Budget, votes: &TermVotes, watch: &Watch, homes: &mut [Option<u16>]) {
+    let r = watch.replicas;
+    let current = |t: usize| votes.votes[t].first().map(|&(h, _)| h);
+    // What the unchanged terms and the free moves spend.
+    let mut costly: Vec<(f64, usize)> = Vec::new();
+    let mut spent = 0u64;
+    for (t, &proposed) in homes.iter().enumerate() {
+        let (Some(served), Some(new)) = (budget.homes.get(t).copied().flatten(), proposed) else {
+            continue;
+        };
+        let now = current(t);
+        if new == served {
+            continue;
+        }
+        if now != Some(served) {
+            spent += budget.cost[t];
+            continue;
+        }
+        let row = &watch.requests[t * r..(t + 1) * r];
+        let advantage =
+            f64::from(row[usize::from(new)]) / f64::from(row[usize::from(served)]).max(1.0);
+        costly.push((advantage, t));
+    }
+    costly.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    for (_, t) in costly {
+        if spent + budget.cost[t] <= budget.bytes {
+            spent += budget.cost[t];
+        } else {
+            homes[t] = current(t);
+        }
+    }
 }

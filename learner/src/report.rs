@@ -2,6 +2,7 @@
 //! times and every refinement iteration, written as JSON by `ballot train --report` and
 //! summarized in the table's metadata.
 
+use cache_sim::sim::movement::Movement;
 use serde::Serialize;
 
 use crate::aggregate::PruneStats;
@@ -93,4 +94,7 @@ pub struct TrainReport {
     pub voting_terms: u64,
     /// Digest of the train queries (stable hash), to tie a table to its log.
     pub log_digest: String,
+    /// Stable retraining: the train queries' requested bytes whose top vote moved from the
+    /// served table's (None: trained from scratch).
+    pub movement: Option<Movement>,
 }

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use balancer::policy::PolicyParams;
+use cache_sim::sim::movement::{movement, top_votes};
 use cache_sim::sim::{SimConfig, SimLoad, Trace};
 use data::hash::{mix64, term_hash};
 use data::sizes::Sizes;
@@ -20,6 +21,7 @@ use crate::graph::{build_graph, GraphError};
 use crate::partition::{partition, Partition, PartitionError};
 use crate::refine::{objective, refine, IterationRecord, RefineConfig, Refined};
 use crate::report::{CandidateRecord, GraphStats, StageTime, TrainReport};
+use crate::stable::{stable_start, Budget};
 use crate::votes::TermVotes;
 
 /// Default of [`TrainConfig::replay_fit_max`]: logs with a fit part up to this size (the
@@ -65,6 +67,19 @@ pub struct TrainConfig {
     /// long log this sample bounds the refinement's time (docs/learner.md measures the
     /// error it costs).
     pub replay_fit_max: Option<usize>,
+    /// Stable retraining: keep the served table's homes, moving at most a share of the
+    /// requested bytes ([`crate::stable`]). None: train from scratch.
+    pub stable: Option<Stable>,
+}
+
+/// What stable retraining keeps: the served table, and the share of the train queries'
+/// requested bytes whose top vote may move from it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Stable {
+    /// The table the balancers serve.
+    pub served: Arc<VotingTable>,
+    /// At most this share of the requested bytes moves (0 to 1).
+    pub max_move: f64,
 }
 
 impl TrainConfig {
@@ -85,6 +100,7 @@ impl TrainConfig {
             validation_frac: 0.1,
             refine: RefineConfig::default(),
             replay_fit_max: Some(DEFAULT_REPLAY_FIT_MAX),
+            stable: None,
         }
     }
 }
@@ -218,6 +234,13 @@ pub fn train_counted(
     on_progress: impl FnMut(&Progress<'_>) + Send,
 ) -> Result<TrainOutput, TrainError> {
     check(cfg)?;
+    if cfg.stable.is_some() {
+        return Err(TrainError::Config(
+            "stable retraining counts the requested bytes of every train record, so it needs \
+             the records, not their counts"
+                .into(),
+        ));
+    }
     let t0 = Instant::now();
     let distinct = log.fit_counts.len();
     let replay = match cfg.replay_fit_max {
@@ -291,6 +314,20 @@ fn check(cfg: &TrainConfig) -> Result<(), TrainError> {
             "validation fraction must be in [0, 1)".into(),
         ));
     }
+    if let Some(s) = &cfg.stable {
+        if !(s.max_move.is_finite() && (0.0..=1.0).contains(&s.max_move)) {
+            return Err(TrainError::Config(format!(
+                "the movement budget {} is not in [0, 1]",
+                s.max_move
+            )));
+        }
+        if usize::from(s.served.replicas) != cfg.replicas {
+            return Err(TrainError::Config(format!(
+                "the served table has {} replicas, the new one {}",
+                s.served.replicas, cfg.replicas
+            )));
+        }
+    }
     if cfg.ufactors.is_empty() || cfg.min_term_freqs.is_empty() {
         return Err(TrainError::Config(
             "at least one METIS ufactor and one minimum term frequency are needed".into(),
@@ -348,6 +385,10 @@ fn train_prepared(
     } else {
         &trace
     };
+    let budget = cfg
+        .stable
+        .as_ref()
+        .map(|s| Budget::new(&trace, &s.served, s.max_move));
     let mut graphs = Vec::new();
     let (mut agg_secs, mut graph_secs) = (0.0, 0.0);
     for &min_term_freq in &cfg.min_term_freqs {
@@ -377,15 +418,26 @@ fn train_prepared(
     let refine_candidate = |g: usize, ufactor: i32, parts: Partition, partition_secs: f64| {
         let (min_term_freq, _, graph) = &graphs[g];
         let min_term_freq = *min_term_freq;
-        let initial = TermVotes::from_partition(&trace, graph, &parts, replicas);
+        let initial = match &budget {
+            Some(b) => stable_start(&trace, graph, &parts, replicas, b),
+            None => TermVotes::from_partition(&trace, graph, &parts, replicas),
+        };
         let t0 = Instant::now();
-        let mut refined = refine(replayed, initial, &sim, &params, &cfg.refine, |rec| {
-            tell(&Progress::Iteration(&IterationRecord {
-                min_term_freq,
-                ufactor,
-                ..rec.clone()
-            }))
-        })
+        let mut refined = refine(
+            replayed,
+            initial,
+            &sim,
+            &params,
+            &cfg.refine,
+            budget.as_ref(),
+            |rec| {
+                tell(&Progress::Iteration(&IterationRecord {
+                    min_term_freq,
+                    ufactor,
+                    ..rec.clone()
+                }))
+            },
+        )
         .map_err(TrainError::Refine)?;
         for rec in &mut refined.history {
             rec.min_term_freq = min_term_freq;
@@ -499,7 +551,7 @@ fn train_prepared(
         part_load[parts.part[graph.term_ids.len() + qi] as usize] += f64::from(q.count);
     }
     let load_total: f64 = part_load.iter().sum();
-    let report = TrainReport {
+    let mut report = TrainReport {
         replicas: cfg.replicas,
         cache_frac: cfg.cache_frac,
         capacity_bytes: cfg.capacity_bytes,
@@ -536,11 +588,20 @@ fn train_prepared(
         validation_imbalance: refined.best_result.imbalance,
         voting_terms: refined.best.voting_terms() as u64,
         log_digest,
+        movement: None,
     };
-    let table = refined
+    let mut table = refined
         .best
         .to_table(&trace, metadata(&report))
         .map_err(|e| TrainError::Refine(e.to_string()))?;
+    if let Some(b) = &budget {
+        let m = movement(&b.homes, &top_votes(&trace, &table), &b.cost);
+        table.metadata.insert(
+            "ballot.train.moved_share".into(),
+            format!("{:.6}", m.share()),
+        );
+        report.movement = Some(m);
+    }
     Ok(TrainOutput { table, report })
 }
 

@@ -3,7 +3,7 @@
 //! test part, a table round-trips through Parquet, training is deterministic, and a
 //! refinement that replays only the recent fit queries stays close to the full one, and
 //! training from the fit part's distinct queries with counts (what an engine aggregates)
-//! trains as good a table.
+//! trains as good a table, and stable retraining keeps within its movement budget.
 
 use std::sync::Arc;
 
@@ -290,4 +290,62 @@ fn a_flash_price_spreads_the_flash_reads() {
         b < a,
         "with a flash price the busiest replica should read a smaller share: {b} vs {a}"
     );
+}
+
+#[test]
+fn stable_retraining_keeps_within_its_movement_budget_and_a_fresh_table_does_not() {
+    use cache_sim::sim::movement::{movement, requested_by_term, top_votes};
+    let s = setup();
+    let queries = train_queries(&s);
+    // The served table learned on the older half of the train part; the new one on the
+    // newer half, as a retrain learns on the days since.
+    let (older, newer) = queries.split_at(queries.len() / 2);
+    let probe = Trace::build(older.iter().copied(), older.len(), &s.sizes);
+    let served = Arc::new(
+        train(older, &s.sizes, &config(&probe), |_| {}, |_| {})
+            .unwrap()
+            .table,
+    );
+    let trace = Trace::build(newer.iter().copied(), newer.len(), &s.sizes);
+    let moved = |table: &VotingTable| {
+        movement(
+            &top_votes(&trace, &served),
+            &top_votes(&trace, table),
+            &requested_by_term(&trace, 0..trace.len()),
+        )
+    };
+    let fresh = train(newer, &s.sizes, &config(&trace), |_| {}, |_| {}).unwrap();
+    assert_eq!(fresh.report.movement, None);
+    let fresh_moved = moved(&fresh.table).share();
+    for max_move in [0.0, 0.1] {
+        let mut cfg = config(&trace);
+        cfg.stable = Some(learner::Stable {
+            served: Arc::clone(&served),
+            max_move,
+        });
+        let out = train(newer, &s.sizes, &cfg, |_| {}, |_| {}).unwrap();
+        let m = moved(&out.table);
+        assert!(
+            m.share() <= max_move,
+            "budget {max_move}: moved {:.4} (fresh {fresh_moved:.4})",
+            m.share()
+        );
+        assert_eq!(
+            out.report.movement,
+            Some(m),
+            "the report's figure is the tables'"
+        );
+        assert_eq!(
+            out.table.metadata["ballot.train.moved_share"],
+            format!("{:.6}", m.share())
+        );
+        if max_move > 0.0 {
+            // The budget binds: without it the new table moves several times as much.
+            assert!(fresh_moved > 3.0 * max_move, "fresh moved {fresh_moved:.4}");
+            assert!(
+                m.share() > 0.5 * max_move,
+                "the budget is spent where it pays: {m:?}"
+            );
+        }
+    }
 }

@@ -10,8 +10,11 @@
 //!   `/admin/table/parquet` returns the new table's rows.
 //! - A switch that fails after another balancer switched (a stand-in balancer that passes
 //!   the check and refuses the switch) rolls that one back to the table it served.
-//! - A table trained on a single day is refused against the served one (SIEVE caches), with
-//!   both tables' numbers in the record, and nothing is pushed.
+//! - A table trained on a single day from the served table's homes is refused against the
+//!   served one, with both tables' numbers in the record, and nothing is pushed.
+//! - A movement budget: trained from the served table's homes, the candidate moves at most
+//!   `--max-move` of the train days' requested bytes; trained from scratch, it moves more
+//!   and is refused with the figure named.
 //! - Partition selection: `--from/--to` on the same directory read only the days inside.
 //! - `ballot ingest --partition-by-day` writes such a directory from a flat log, with every
 //!   record, and refuses a log without times.
@@ -249,6 +252,11 @@ fn retrain_promotes_a_better_table_to_every_balancer_and_refuses_a_worse_one() {
             "2",
             "--push-backoff",
             "0.1",
+            // The hashed table places nothing worth keeping: the first learned table is
+            // trained from scratch, whatever it moves.
+            "--fresh",
+            "--max-move",
+            "1",
         ]
         .iter()
         .map(|s| s.to_string())
@@ -395,9 +403,14 @@ fn retrain_promotes_a_better_table_to_every_balancer_and_refuses_a_worse_one() {
     assert_eq!(st["version"], 3, "switched, then rolled back: {st}");
     assert_eq!(served_rows(&e.admin), hashed_rows);
 
-    // 2. One train day against the three-day table now served: refused with the numbers;
-    //    the balancers keep version 2.
-    let mut args = common_args("1", "one-day.parquet", "refuse.json");
+    // 2. One train day against the three-day table now served, trained from its homes
+    //    (the default): refused with the numbers; the balancers keep version 2.
+    let stable = |mut args: Vec<String>| {
+        let at = args.iter().position(|x| x == "--fresh").unwrap();
+        args.drain(at..at + 3);
+        args
+    };
+    let mut args = stable(common_args("1", "one-day.parquet", "refuse.json"));
     args.extend(["--eviction".to_string(), "lru".to_string()]);
     let argv: Vec<&str> = args.iter().map(String::as_str).collect();
     let run = ballot(&argv);
@@ -408,7 +421,8 @@ fn retrain_promotes_a_better_table_to_every_balancer_and_refuses_a_worse_one() {
     );
     let out = stdout(&run);
     assert!(out.contains("\nrefuse: "), "{out}");
-    assert!(out.starts_with("served: busiest replica "), "{out}");
+    assert!(out.starts_with("moves the top vote of "), "{out}");
+    assert!(out.contains("\nserved: busiest replica "), "{out}");
     let rec = read_json(&d.join("refuse.json"));
     assert_eq!(rec["decision"], "refused", "{rec}");
     assert_eq!(rec["eviction"], "lru");
@@ -417,6 +431,8 @@ fn retrain_promotes_a_better_table_to_every_balancer_and_refuses_a_worse_one() {
     let (new, cur) = (&rec["new"], &rec["current"]);
     // The figure the record names as deciding is the one that fails its margin.
     let figure = rec["deciding"].as_str().unwrap();
+    assert_eq!(rec["trained"], "stable", "{rec}");
+    assert!(num(&rec, "moved_share") <= 0.2, "the default budget: {rec}");
     let failed = match figure {
         "busiest_flash_bytes_per_query" => num(new, figure) > num(cur, figure) * 0.99,
         "flash_bytes_per_query" => num(new, figure) > num(cur, figure) * 1.05,
@@ -433,6 +449,56 @@ fn retrain_promotes_a_better_table_to_every_balancer_and_refuses_a_worse_one() {
     for bal in [&a, &b] {
         assert_eq!(table_state(&bal.admin)["version"], 2);
         assert_eq!(served_rows(&bal.admin), new_rows);
+    }
+    // 3. Two train days against the served table with a budget of 5% of the requested
+    //    bytes: trained from its homes, the candidate keeps within it (the record's figure,
+    //    recomputed from both tables by the rule); trained from scratch, it moves more and
+    //    is refused with that figure named, before any other.
+    let budget = |fresh: bool, out: &str, record: &str| {
+        let mut args = stable(common_args("2", out, record));
+        args.extend(["--max-move", "0.05"].map(String::from));
+        if fresh {
+            args.push("--fresh".into());
+        }
+        run_with(args)
+    };
+    let run = budget(true, "fresh.parquet", "fresh.json");
+    assert!(
+        run.status.success(),
+        "refusing is a success: {}",
+        stderr(&run)
+    );
+    let rec = read_json(&d.join("fresh.json"));
+    assert_eq!(rec["trained"], "fresh", "{rec}");
+    let moved = num(&rec, "moved_share");
+    assert!(moved > 0.05, "{rec}");
+    assert_eq!(rec["decision"], "refused", "{rec}");
+    assert_eq!(rec["deciding"], "moved_share", "{rec}");
+    let reason = rec["reason"].as_str().unwrap();
+    assert!(
+        reason.contains(&format!(
+            "{:.1}% of the train days' requested bytes",
+            moved * 100.0
+        )) && reason.contains("--max-move 5.0%"),
+        "{reason}"
+    );
+    for bal in [&a, &b] {
+        assert_eq!(table_state(&bal.admin)["version"], 2);
+    }
+    let run = budget(false, "kept.parquet", "kept.json");
+    assert!(run.status.success(), "{}", stderr(&run));
+    let rec = read_json(&d.join("kept.json"));
+    assert_eq!(rec["trained"], "stable", "{rec}");
+    assert!(num(&rec, "moved_share") <= 0.05, "{rec}");
+    let m = &rec["movement"];
+    assert!(
+        num(m, "moved_bytes") <= 0.05 * num(m, "requested_bytes"),
+        "{rec}"
+    );
+    // Promoted or not, by the rule's other figures: every balancer serves the same table.
+    let version = if rec["decision"] == "promoted" { 3 } else { 2 };
+    for bal in [&a, &b] {
+        assert_eq!(table_state(&bal.admin)["version"], version, "{rec}");
     }
     // The unused client port of each balancer stays up: nothing here touched it.
     let _ = http_get(&a.admin, "/healthz", LIMIT).expect("balancer a alive");

@@ -10,6 +10,7 @@
 //! - [`bound`] is the reference point: one cache of R times the capacity.
 //! - [`grid`] runs many (policy, cache size) configurations in parallel.
 //! - [`switch`] simulates a live switch between two voting tables, ramped or instant.
+//! - [`movement`] measures what a table change moves: requested bytes whose top vote changes.
 //! - [`misses`] classes a table's test lookups by the role of their replica for the term.
 //! - [`parts`] watches a replay's flash bytes per replica over parts of the test stream.
 
@@ -17,6 +18,7 @@ pub mod admission;
 pub mod bound;
 pub mod grid;
 pub mod misses;
+pub mod movement;
 pub mod parts;
 pub mod replay;
 pub mod switch;

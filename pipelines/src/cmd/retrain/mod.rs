@@ -1,6 +1,7 @@
 //! `ballot retrain`: the job users schedule over a partitioned log (one folder per day,
 //! `date=YYYY-MM-DD/`). It trains a table on the last `--days` days before the newest day,
-//! evaluates it and the table the balancers serve on that newest day (held out; the
+//! keeping the served table's homes within a movement budget (`--max-move`,
+//! [`learner::stable`]; `--fresh` trains from scratch), evaluates it and the table the balancers serve on that newest day (held out; the
 //! train days warm the simulated caches), promotes the new table only when it lowers what
 //! bounds the cluster's throughput, by a margin and on enough parts of the day ([`rule`]),
 //! switches every listed balancer to it or none ([`promote`]: checked on all first, rolled
@@ -17,13 +18,14 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use balancer::policy::{build_policy, PolicyKind, PolicyParams};
+use cache_sim::sim::movement::{movement, query_movement, requested_by_term, top_votes};
 use cache_sim::sim::parts::{PartFlash, PartObserver};
 use cache_sim::sim::{replay, SimConfig, SimResult, Trace};
 use clap::Args;
 use data::table::VotingTable;
 use eviction::EvictionKind;
 use learner::refine::RefineConfig;
-use learner::TrainConfig;
+use learner::{Stable, TrainConfig};
 use querylog::{
     list_partitions, read_partitions_compact, QueryColumn, ReadOptions, TimeRange, Times, DAY_MS,
 };
@@ -123,6 +125,16 @@ pub struct RetrainArgs {
     /// Seconds between attempts (doubling each time).
     #[arg(long, default_value_t = 1.0)]
     pub push_backoff: f64,
+    /// The largest share of the train days' requested postings bytes whose top vote the new
+    /// table may move from the served table's: the new table is trained to keep within it
+    /// (unless --fresh), and a candidate that moves more is refused.
+    #[arg(long, default_value_t = DEFAULT_MAX_MOVE)]
+    pub max_move: f64,
+    /// Train the new table from scratch instead of from the served table's homes (its
+    /// movement is still checked against --max-move; `--fresh --max-move 1` is the
+    /// retraining of earlier versions).
+    #[arg(long)]
+    pub fresh: bool,
     /// Where to write the new table (Parquet), promoted or not.
     #[arg(short, long)]
     pub output: PathBuf,
@@ -130,6 +142,9 @@ pub struct RetrainArgs {
     #[arg(long)]
     pub record: PathBuf,
 }
+
+/// Default of `--max-move`.
+pub const DEFAULT_MAX_MOVE: f64 = 0.2;
 
 /// One table's numbers on the held-out day.
 #[derive(Clone, Debug, Serialize)]
@@ -233,9 +248,30 @@ pub fn run(args: &RetrainArgs) -> Result<()> {
         seed: args.seed,
         replay_fit_max: (args.refine_sample > 0).then_some(args.refine_sample),
         refine: RefineConfig::default(),
+        stable: (!args.fresh).then(|| Stable {
+            served: Arc::clone(&current.1),
+            max_move: args.max_move,
+        }),
         ..TrainConfig::new(args.replicas, args.cache_frac, capacity)
     };
     let out = train_reported(&train_queries, &sizes, &cfg)?;
+    let moved = movement(
+        &top_votes(&trace, &current.1),
+        &top_votes(&trace, &out.table),
+        &requested_by_term(&trace, 0..trace.train_len),
+    );
+    let moved_queries = query_movement(&trace, 0..trace.train_len, &current.1, &out.table)?;
+    println!(
+        "moves the top vote of {:.1}% and the first choice of queries holding {:.1}% of the \
+         train days' requested bytes ({})",
+        moved.share() * 100.0,
+        moved_queries.share() * 100.0,
+        if args.fresh {
+            "trained from scratch"
+        } else {
+            "trained from the served table's homes"
+        }
+    );
     out.table
         .write_parquet(&args.output)
         .context("writing the new table")?;
@@ -264,6 +300,7 @@ pub fn run(args: &RetrainArgs) -> Result<()> {
         min_gain: args.min_gain,
         max_miss_rise: args.max_miss_rise,
         min_part_wins: args.min_part_wins,
+        max_move: args.max_move,
     };
     let part_pairs: Vec<(Figures, Figures)> = cur_score
         .parts
@@ -271,7 +308,13 @@ pub fn run(args: &RetrainArgs) -> Result<()> {
         .copied()
         .zip(new_score.parts.iter().copied())
         .collect();
-    let verdict = decide(&rule, &cur_score.figures, &new_score.figures, &part_pairs);
+    let verdict = decide(
+        &rule,
+        moved.share(),
+        &cur_score.figures,
+        &new_score.figures,
+        &part_pairs,
+    );
     let promote = verdict.promote;
     let reason = verdict.reason.clone();
     println!("{}", cur_score.line("served"));
@@ -324,6 +367,10 @@ pub fn run(args: &RetrainArgs) -> Result<()> {
         "cache_bytes": capacity,
         "eviction": args.eviction.name(),
         "rule": rule,
+        "trained": if args.fresh { "fresh" } else { "stable" },
+        "moved_share": moved.share(),
+        "movement": moved,
+        "moved_queries_share": moved_queries.share(),
         "deciding": verdict.deciding,
         "part_wins": verdict.part_wins,
         "parts": verdict.parts,
@@ -383,6 +430,9 @@ fn validate(args: &RetrainArgs) -> Result<()> {
     }
     if args.parts == 0 {
         bail!("--parts must be at least 1");
+    }
+    if !(args.max_move.is_finite() && (0.0..=1.0).contains(&args.max_move)) {
+        bail!("--max-move {} is not in [0, 1]", args.max_move);
     }
     if !(args.min_part_wins.is_finite() && (0.0..=1.0).contains(&args.min_part_wins)) {
         bail!("--min-part-wins {} is not in [0, 1]", args.min_part_wins);

@@ -8,7 +8,9 @@
 //! table never trades many more flash reads for balance. The held-out day is cut into
 //! parts (hours, or equal slices of a day without times) and the deciding figure is
 //! compared on each: the candidate must win on at least a share of them
-//! (`--min-part-wins`), so one noisy day does not decide alone.
+//! (`--min-part-wins`), so one noisy day does not decide alone. First of all, the candidate
+//! may move the top vote of at most `--max-move` of the train days' requested bytes
+//! ([`cache_sim::sim::movement`]): what it moves, the replicas' caches read again.
 
 use serde::Serialize;
 
@@ -64,6 +66,8 @@ pub struct Rule {
     /// Share of the parts (with queries) on which the candidate's busiest flash bytes per
     /// query must be lower than the served table's.
     pub min_part_wins: f64,
+    /// The largest share of the train days' requested bytes whose top vote may move.
+    pub max_move: f64,
 }
 
 /// The rule's answer.
@@ -71,8 +75,8 @@ pub struct Rule {
 pub struct Verdict {
     /// Promote the candidate.
     pub promote: bool,
-    /// The figure that decided: `busiest_flash_bytes_per_query`, `flash_bytes_per_query`
-    /// (the guard) or `part_wins`.
+    /// The figure that decided: `moved_share`, `busiest_flash_bytes_per_query`,
+    /// `flash_bytes_per_query` (the guard) or `part_wins`.
     pub deciding: &'static str,
     /// Why, with the numbers.
     pub reason: String,
@@ -85,9 +89,11 @@ pub struct Verdict {
 }
 
 /// Decides between the served table (`served`) and the candidate over the whole held-out
-/// day, and over its parts (`(served, candidate)` per part).
+/// day, and over its parts (`(served, candidate)` per part); `moved_share` is the share of
+/// the train days' requested bytes whose top vote the candidate moves.
 pub fn decide(
     rule: &Rule,
+    moved_share: f64,
     served: &Figures,
     candidate: &Figures,
     parts: &[(Figures, Figures)],
@@ -106,6 +112,18 @@ pub fn decide(
         parts: counted.len(),
         wins_needed,
     };
+    if moved_share > rule.max_move {
+        return verdict(
+            false,
+            "moved_share",
+            format!(
+                "it moves the top vote of {:.1}% of the train days' requested bytes, more than \
+                 --max-move {:.1}%",
+                moved_share * 100.0,
+                rule.max_move * 100.0
+            ),
+        );
+    }
     let needed = served.busiest_flash_bytes_per_query * (1.0 - rule.min_gain);
     let busiest = format!(
         "busiest replica's flash bytes per query {:.0} {} {:.0} (served {:.0} less {:.1}%)",
@@ -161,6 +179,7 @@ mod tests {
         min_gain: 0.01,
         max_miss_rise: 0.05,
         min_part_wins: 0.5,
+        max_move: 0.2,
     };
 
     /// Figures with a given miss bytes ratio and busiest share, for 1,000 queries that
@@ -202,6 +221,7 @@ mod tests {
         assert!((candidate.busiest_flash_bytes_per_query - 286.2).abs() < 0.5);
         let v = decide(
             &RULE,
+            0.1,
             &served,
             &candidate,
             &parts(served, candidate, 24, 20),
@@ -220,6 +240,7 @@ mod tests {
         let candidate = fig(0.1946, 0.190);
         let v = decide(
             &RULE,
+            0.1,
             &served,
             &candidate,
             &parts(served, candidate, 24, 24),
@@ -237,6 +258,7 @@ mod tests {
         let candidate = fig(0.2250, 0.125);
         let v = decide(
             &RULE,
+            0.1,
             &served,
             &candidate,
             &parts(served, candidate, 24, 24),
@@ -251,6 +273,7 @@ mod tests {
         let candidate = fig(0.2074, 0.138);
         let v = decide(
             &RULE,
+            0.1,
             &served,
             &candidate,
             &parts(served, candidate, 24, 11),
@@ -265,6 +288,24 @@ mod tests {
         // Parts without queries do not count.
         let mut p = parts(served, candidate, 24, 12);
         p.push((Figures::new(0, 0, &[0; 8]), Figures::new(0, 0, &[0; 8])));
-        assert!(decide(&RULE, &served, &candidate, &p).promote);
+        assert!(decide(&RULE, 0.1, &served, &candidate, &p).promote);
+    }
+
+    #[test]
+    fn a_candidate_that_moves_more_than_allowed_is_refused_with_the_figure_named() {
+        let served = fig(0.2048, 0.160);
+        let candidate = fig(0.2074, 0.138);
+        let p = parts(served, candidate, 24, 20);
+        assert!(decide(&RULE, 0.2, &served, &candidate, &p).promote);
+        let v = decide(&RULE, 0.835, &served, &candidate, &p);
+        assert!(!v.promote, "{v:?}");
+        assert_eq!(v.deciding, "moved_share");
+        assert!(
+            v.reason
+                .contains("83.5% of the train days' requested bytes")
+                && v.reason.contains("--max-move 20.0%"),
+            "{}",
+            v.reason
+        );
     }
 }
