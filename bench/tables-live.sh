@@ -70,7 +70,7 @@ BALLOT_ADMIN=$((BASE_PORT + 61))
 PORTS=()
 for i in $(seq 0 $((REPLICAS - 1))); do PORTS+=($((BASE_PORT + i))); done
 for t in $TABLES $SWITCH_TO; do [ -f "$t" ] || { echo "no table $t" >&2; exit 2; }; done
-if [ -n "$SWITCH_TO" ] && [ "$(echo $TABLES | wc -w)" != 1 ]; then
+if [ -n "$SWITCH_TO" ] && [ "$(echo $TABLES | wc -w)" -ne 1 ]; then
   echo "with SWITCH_TO, TABLES names the served table only" >&2
   exit 2
 fi
@@ -159,12 +159,15 @@ out, ports = sys.argv[1], sys.argv[2:]
 with open(out, "w") as f:
     while True:
         t = time.time()
-        row = {"t": t, "replicas": []}
-        for p in ports:
-            with urllib.request.urlopen(f"http://127.0.0.1:{p}/stats", timeout=5) as r:
-                row["replicas"].append(json.load(r))
-        f.write(json.dumps(row) + "\n")
-        f.flush()
+        try:
+            row = {"t": t, "replicas": []}
+            for p in ports:
+                with urllib.request.urlopen(f"http://127.0.0.1:{p}/stats", timeout=5) as r:
+                    row["replicas"].append(json.load(r))
+            f.write(json.dumps(row) + "\n")
+            f.flush()
+        except (OSError, ValueError):
+            pass  # a slow or stopping replica: this second has no reading
         time.sleep(max(0.0, 1.0 - (time.time() - t)))
 PY
     PIDS+=($!)
@@ -200,40 +203,52 @@ PY
 import json, statistics, sys
 out, interval, after, transition = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
 runs = [r.split("=", 1) for r in sys.argv[5:]]
+NAN = float("nan")
 def series(tag):
     rep = json.load(open(f"{out}/test-{tag}.json"))
-    start = float(open(f"{out}/start-{tag}").read())
+    start = rep["started_unix_ms"] / 1000  # the replay's clock: its intervals count from here
     ok = {round(iv["start_s"] / interval): iv["ok"] / interval for iv in rep["intervals"] or []}
-    ok.pop(max(ok), None)  # the last interval is partial: the replay drains
-    reads = [json.loads(l) for l in open(f"{out}/stats-{tag}.jsonl")]
+    if ok:
+        last = max(ok)
+        ok.pop(last)  # the last interval is partial: the replay drains
+        ok = {i: ok.get(i, 0.0) for i in range(last)}  # an interval nothing was sent in served 0
+    reads = []
+    for line in open(f"{out}/stats-{tag}.jsonl"):
+        try:
+            reads.append(json.loads(line))
+        except ValueError:
+            pass  # the poller was stopped mid-line
     def at(t):  # cumulative (miss, requested) bytes over the replicas at the last reading <= t
-        best = reads[0]
+        best = None
         for r in reads:
             if r["t"] <= t:
                 best = r
+        if best is None:
+            return None
         rs = best["replicas"]
         return (sum(x["miss_bytes"] for x in rs), sum(x["miss_bytes"] + x["hit_bytes"] for x in rs))
     miss = {}
     for i in ok:
-        (m0, q0), (m1, q1) = at(start + i * interval), at(start + (i + 1) * interval)
-        miss[i] = (m1 - m0) / (q1 - q0) if q1 > q0 else float("nan")
+        a, b = at(start + i * interval), at(start + (i + 1) * interval)
+        miss[i] = (b[0] - a[0]) / (b[1] - a[1]) if a and b and b[1] > a[1] else NAN
     switched = None
     try:
-        lines = open(f"{out}/switch-{tag}").read().split()
-        switched = (float(lines[0]) - start, lines[1])
-    except FileNotFoundError:
+        when, code = open(f"{out}/switch-{tag}").read().split()[:2]
+        switched = (float(when) - start, code)
+    except (FileNotFoundError, ValueError):
         pass
     return ok, miss, sum(rep["errors"].values()), switched, rep["throughput_qps"]
 by = {}
 for tag, target in runs:
     by.setdefault(target, []).append(series(tag))
 targets = list(by)
-last = min(max(s[0]) for runs_ in by.values() for s in runs_ if s[0]) + 1
+lasts = [max(s[0]) + 1 for runs_ in by.values() for s in runs_ if s[0]]
+last = min(lasts) if lasts else 0
 def med(xs):
     xs = [x for x in xs if x == x]
-    return statistics.median(xs) if xs else float("nan")
+    return statistics.median(xs) if xs else NAN
 def column(t, k):
-    return [med([s[k].get(i, float("nan")) for s in by[t]]) for i in range(last)]
+    return [med([s[k].get(i, NAN) for s in by[t]]) for i in range(last)]
 print()
 print("| from s | " + " | ".join(f"{t} ok/s | {t} miss bytes" for t in targets) + " |")
 print("|---:|" + "---:|---:|" * len(targets))
@@ -243,19 +258,28 @@ for i in range(last):
     print(f"| {i * interval:.0f} | " + " | ".join(cells) + " |")
 print()
 base = cols["none"][0]
-window = range(int(after // interval), min(last, int((after + transition) // interval)))
 for t in targets:
     runs_ = by[t]
     line = (f"{t}: {' and '.join(f'{s[4]:.1f}' for s in runs_)} ok/s over the whole replay, "
             f"{sum(s[2] for s in runs_)} errors")
     sw = [s[3] for s in runs_ if s[3]]
-    if sw:
-        rel = [cols[t][0][i] / base[i] for i in window if base[i] > 0]
-        miss = [cols[t][1][i] for i in window]
-        line += (f"; switched at {', '.join(f'{x[0]:.1f}s (HTTP {x[1]})' for x in sw)}; over the "
-                 f"{transition:.0f}s from the switch, the lowest interval {min(rel):.3f}x the run "
-                 f"without a switch, the mean {statistics.mean(rel):.3f}x, miss bytes up to "
-                 f"{max(miss):.4f} (without a switch up to {max(cols['none'][1][i] for i in window):.4f})")
+    if t != "none":
+        failed = [x for x in sw if x[1] != "200"]
+        if len(sw) < len(runs_) or failed:
+            line += f"; NOT SWITCHED in {len(runs_) - len(sw) + len(failed)} run(s): {sw}"
+        elif sw:
+            at_s = med([x[0] for x in sw])  # the measured switch times, on the replay's clock
+            # the intervals mostly after the switch and inside the transition
+            window = range(round(at_s / interval), min(last, round((at_s + transition) / interval)))
+            rel = [cols[t][0][i] / base[i] for i in window if base[i] > 0]
+            miss = [m for m in (cols[t][1][i] for i in window) if m == m]
+            held = [m for m in (cols["none"][1][i] for i in window) if m == m]
+            line += f"; switched at {', '.join(f'{x[0]:.1f}s' for x in sw)}"
+            if rel:
+                line += (f"; over the {transition:.0f}s from the switch, the lowest interval "
+                         f"{min(rel):.3f}x the run without a switch, the mean {statistics.mean(rel):.3f}x")
+            if miss and held:
+                line += f", miss bytes up to {max(miss):.4f} (without a switch up to {max(held):.4f})"
     print(line)
 PY
   exit 0

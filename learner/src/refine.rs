@@ -470,11 +470,8 @@ fn keep_within(budget: &Budget, votes: &TermVotes, watch: &Watch, homes: &mut [O
             f64::from(row[usize::from(new)]) / f64::from(row[usize::from(served)]).max(1.0);
         costly.push((advantage, t));
     }
-    costly.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-    for (_, t) in costly {
-        if spent + budget.cost[t] <= budget.bytes {
-            spent += budget.cost[t];
-        } else {
+    for (t, admitted) in budget.admit(costly, spent) {
+        if !admitted {
             homes[t] = current(t);
         }
     }

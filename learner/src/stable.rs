@@ -29,7 +29,7 @@
 //! The movement is counted over the train queries' requested bytes (the traffic the caches
 //! hold when the table is promoted).
 
-use cache_sim::sim::movement::{requested_by_term, top_votes, votes_by_term};
+use cache_sim::sim::movement::{allowance, requested_by_term, top_votes, votes_by_term};
 use cache_sim::sim::Trace;
 use data::table::VotingTable;
 use pathfinding::prelude::{kuhn_munkres, Matrix};
@@ -60,20 +60,28 @@ impl Budget {
         Budget {
             homes: top_votes(trace, served),
             served: votes_by_term(trace, served),
-            bytes: (total as f64 * max_move.clamp(0.0, 1.0)) as u64,
+            bytes: allowance(total, max_move),
             cost,
         }
     }
 
-    /// Requested bytes of the terms whose home in `homes` (per term id) is not their served
-    /// home.
-    pub fn spent(&self, homes: impl Iterator<Item = Option<u16>>) -> u64 {
-        homes
-            .zip(&self.homes)
-            .zip(&self.cost)
-            .filter(|((new, old), _)| old.is_some() && new != *old)
-            .map(|(_, &c)| c)
-            .sum()
+    /// Which of `moves` (a score and a term id each; a term moving away from its served
+    /// home) keep within the budget with `spent` bytes already moved: best score first (of
+    /// equal scores the lower term id), each admitted while its cost still fits; a move
+    /// scored NaN or infinite is never admitted. Returns each move's term with `true` when
+    /// admitted.
+    pub fn admit(&self, mut moves: Vec<(f64, usize)>, mut spent: u64) -> Vec<(usize, bool)> {
+        moves.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        moves
+            .into_iter()
+            .map(|(score, t)| {
+                let fits = score.is_finite() && spent + self.cost[t] <= self.bytes;
+                if fits {
+                    spent += self.cost[t];
+                }
+                (t, fits)
+            })
+            .collect()
     }
 }
 
@@ -95,9 +103,11 @@ pub fn stable_start(
         .collect();
     // Every move with its gain: edge weight to queries of the new part less edge weight to
     // queries of the served home.
-    let mut moves: Vec<(f64, usize, u16)> = Vec::new();
+    let mut moves: Vec<(f64, usize)> = Vec::new();
+    let mut vertex = vec![usize::MAX; trace.dict.len()];
     for (v, &t) in graph.term_ids.iter().enumerate() {
-        let Some(home) = budget.homes[t as usize] else {
+        let t = t as usize;
+        let Some(home) = budget.homes[t] else {
             continue;
         };
         let new = part[v];
@@ -118,22 +128,18 @@ pub fn stable_start(
                 }
             })
             .sum();
-        if gain > 0 {
-            let cost = budget.cost[t as usize].max(1) as f64;
-            moves.push((gain as f64 / cost, v, home));
+        let density = if gain > 0 {
+            gain as f64 / budget.cost[t].max(1) as f64
         } else {
-            moves.push((f64::NEG_INFINITY, v, home));
-        }
+            f64::NEG_INFINITY
+        };
+        vertex[t] = v;
+        moves.push((density, t));
     }
-    moves.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
     let mut part = part;
-    let mut spent = 0u64;
-    for (density, v, home) in moves {
-        let cost = budget.cost[graph.term_ids[v] as usize];
-        if density.is_finite() && spent + cost <= budget.bytes {
-            spent += cost;
-        } else {
-            part[v] = home;
+    for (t, admitted) in budget.admit(moves, 0) {
+        if !admitted {
+            part[vertex[t]] = budget.homes[t].unwrap_or(part[vertex[t]]);
         }
     }
     // A term the served table votes for keeps its votes, or moves with the weight of its
@@ -224,8 +230,9 @@ mod tests {
             .collect();
         let partition = Partition { part, edge_cut: 0 };
         let votes = stable_start(&trace, &graph, &partition, 2, &budget);
-        let homes = votes.votes.iter().map(|v| v.first().map(|&(r, _)| r));
-        assert_eq!(budget.spent(homes), 0);
+        let homes: Vec<Option<u16>> = votes.votes.iter().map(|v| Some(v.first()?.0)).collect();
+        let m = cache_sim::sim::movement::movement(&budget.homes, &homes, &budget.cost);
+        assert_eq!(m.moved_bytes, 0);
         assert_eq!(votes.votes[trace.dict.get("a").unwrap() as usize][0].0, 1);
         assert_eq!(votes.votes[trace.dict.get("c").unwrap() as usize][0].0, 0);
     }

@@ -433,6 +433,7 @@ fn retrain_promotes_a_better_table_to_every_balancer_and_refuses_a_worse_one() {
     let figure = rec["deciding"].as_str().unwrap();
     assert_eq!(rec["trained"], "stable", "{rec}");
     assert!(num(&rec, "moved_share") <= 0.2, "the default budget: {rec}");
+    assert_eq!(rec["eval_seeds"], 8, "{rec}");
     let failed = match figure {
         "busiest_flash_bytes_per_query" => num(new, figure) > num(cur, figure) * 0.99,
         "flash_bytes_per_query" => num(new, figure) > num(cur, figure) * 1.05,
@@ -499,6 +500,16 @@ fn retrain_promotes_a_better_table_to_every_balancer_and_refuses_a_worse_one() {
     let version = if rec["decision"] == "promoted" { 3 } else { 2 };
     for bal in [&a, &b] {
         assert_eq!(table_state(&bal.admin)["version"], version, "{rec}");
+    }
+    // A budget or a seed count out of range is refused before anything is read.
+    for (flag, value, message) in [
+        ("--max-move", "1.5", "--max-move 1.5 is not in [0, 1]"),
+        ("--eval-seeds", "0", "--eval-seeds 0 is not in 1..=100"),
+    ] {
+        let mut args = stable(common_args("2", "bad.parquet", "bad.json"));
+        args.extend([flag, value].map(String::from));
+        let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+        assert_clean_failure(&argv, &[message]);
     }
     // The unused client port of each balancer stays up: nothing here touched it.
     let _ = http_get(&a.admin, "/healthz", LIMIT).expect("balancer a alive");

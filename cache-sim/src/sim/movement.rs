@@ -33,7 +33,18 @@ pub struct Movement {
     pub requested_bytes: u64,
 }
 
+/// The most of `requested` bytes a budget of `max_move` (a share, clamped to [0, 1]) lets
+/// move: what the learner keeps within and the retrain rule checks, in whole bytes.
+pub fn allowance(requested: u64, max_move: f64) -> u64 {
+    (requested as f64 * max_move.clamp(0.0, 1.0)) as u64
+}
+
 impl Movement {
+    /// Whether this movement keeps within a budget of `max_move` ([`allowance`]).
+    pub fn within(&self, max_move: f64) -> bool {
+        self.moved_bytes <= allowance(self.requested_bytes, max_move)
+    }
+
     /// `moved_bytes / requested_bytes` (0 when nothing was requested).
     pub fn share(&self) -> f64 {
         if self.requested_bytes == 0 {
@@ -56,8 +67,8 @@ pub fn requested_by_term(trace: &Trace, queries: Range<usize>) -> Vec<u64> {
     requested
 }
 
-/// Per term id of `trace`, the replica of `table`'s top vote (the first of equal weights),
-/// `None` where the table has no row for the term.
+/// Per term id of `trace`, the replica of `table`'s top vote (of equal weights the lowest
+/// replica), `None` where the table has no row for the term.
 pub fn top_votes(trace: &Trace, table: &VotingTable) -> Vec<Option<u16>> {
     TableTerms::new(trace, table)
         .top
@@ -66,8 +77,8 @@ pub fn top_votes(trace: &Trace, table: &VotingTable) -> Vec<Option<u16>> {
         .collect()
 }
 
-/// Per term id of `trace`, `table`'s votes for the term, its top vote first (the first of
-/// equal weights), then the others in table order; empty without a row.
+/// Per term id of `trace`, `table`'s votes for the term, its top vote first (of equal
+/// weights the lowest replica), then the others in table order; empty without a row.
 pub fn votes_by_term(trace: &Trace, table: &VotingTable) -> Vec<Vec<(u16, f32)>> {
     let terms = TableTerms::new(trace, table);
     let mut votes: Vec<Vec<(u16, f32)>> = vec![Vec::new(); trace.dict.len()];
@@ -107,10 +118,11 @@ pub fn query_movement(
     old: &VotingTable,
     new: &VotingTable,
 ) -> Result<Movement, PolicyError> {
+    let term_bytes = Arc::new(trace.term_bytes_map());
     let policy = |table: &VotingTable| {
         TablePolicy::new(&PolicyParams {
             table: Some(Arc::new(table.clone())),
-            term_bytes: Arc::new(trace.term_bytes_map()),
+            term_bytes: Arc::clone(&term_bytes),
             ..PolicyParams::new(usize::from(table.replicas))
         })
     };
@@ -144,6 +156,7 @@ mod tests {
         assert_eq!(m.moved_bytes, 50);
         assert_eq!(m.requested_bytes, 100);
         assert!((m.share() - 0.5).abs() < 1e-12);
+        assert!(m.within(0.5) && !m.within(0.49));
     }
 
     #[test]

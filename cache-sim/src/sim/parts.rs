@@ -18,6 +18,23 @@ pub struct PartFlash {
     pub flash: Vec<Vec<u64>>,
 }
 
+impl PartFlash {
+    /// Adds `other`'s counts (a replay of the same parts) to these.
+    pub fn add(&mut self, other: &PartFlash) {
+        for (a, b) in self.queries.iter_mut().zip(&other.queries) {
+            *a += b;
+        }
+        for (a, b) in self.requested.iter_mut().zip(&other.requested) {
+            *a += b;
+        }
+        for (a, b) in self.flash.iter_mut().zip(&other.flash) {
+            for (x, y) in a.iter_mut().zip(b) {
+                *x += y;
+            }
+        }
+    }
+}
+
 /// An [`Observer`] filling a [`PartFlash`]: test query `i` (counted from the start of the
 /// test part) belongs to part `part_of[i]`.
 pub struct PartObserver<'a> {

@@ -1,5 +1,6 @@
 //! A voting table's rows by trace term id, with each term's top vote: what the miss
-//! breakdown ([`super::misses`]) reads.
+//! breakdown ([`super::misses`]) and the movement of a table change ([`super::movement`])
+//! read.
 
 use data::table::VotingTable;
 
@@ -9,8 +10,8 @@ use super::trace::Trace;
 pub struct TableTerms {
     /// `(term id, replica, weight)` per row.
     pub rows: Vec<(usize, u16, f32)>,
-    /// Per term id: its top vote `(replica, weight)` (the first of equal weights), `None`
-    /// without a row.
+    /// Per term id: its top vote `(replica, weight)` (of equal weights the lowest replica,
+    /// as the balancer ranks), `None` without a row.
     pub top: Vec<Option<(u16, f32)>>,
 }
 
@@ -24,7 +25,7 @@ impl TableTerms {
             .filter_map(|row| Some((trace.dict.get(&row.term)? as usize, row.replica, row.weight)))
             .collect();
         for &(t, r, w) in &rows {
-            if top[t].is_none_or(|(_, best)| w > best) {
+            if top[t].is_none_or(|(best_r, best)| w > best || (w == best && r < best_r)) {
                 top[t] = Some((r, w));
             }
         }

@@ -1,13 +1,15 @@
 //! `ballot retrain`: the job users schedule over a partitioned log (one folder per day,
 //! `date=YYYY-MM-DD/`). It trains a table on the last `--days` days before the newest day,
 //! keeping the served table's homes within a movement budget (`--max-move`,
-//! [`learner::stable`]; `--fresh` trains from scratch), evaluates it and the table the balancers serve on that newest day (held out; the
-//! train days warm the simulated caches), promotes the new table only when it lowers what
-//! bounds the cluster's throughput, by a margin and on enough parts of the day ([`rule`]),
-//! switches every listed balancer to it or none ([`promote`]: checked on all first, rolled
-//! back where it switched if one fails; each ramps it in), and writes a JSON record of the
-//! decision. A balancer that refuses is retried and, if it still refuses, named in the
-//! record and the exit status; never skipped silently.
+//! [`learner::stable`]; `--fresh` trains from scratch), evaluates it and the table the
+//! balancers serve on that newest day (held out; the train days warm the simulated caches;
+//! `--eval-seeds` replays, the figures their means), promotes the new table only when it
+//! moves within the budget and lowers what bounds the cluster's throughput, by a margin and
+//! on enough parts of the day ([`rule`]), switches every listed balancer to it or none
+//! ([`promote`]: checked on all first, rolled back where it switched if one fails; each
+//! ramps it in), and writes a JSON record of the decision. A balancer that refuses is
+//! retried and, if it still refuses, named in the record and the exit status; never skipped
+//! silently.
 
 pub mod promote;
 pub mod rule;
@@ -82,6 +84,11 @@ pub struct RetrainArgs {
     /// Seed of METIS and of simulated random choices.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Replays of the held-out day per table, each with its own seed of the simulated
+    /// random choices (--seed, --seed + 1, ...): the figures are their means. One day's
+    /// figure moves with the seed about as much as a candidate's gain.
+    #[arg(long, default_value_t = DEFAULT_EVAL_SEEDS)]
+    pub eval_seeds: u64,
     /// Refinement: at most this many fit queries replayed per iteration (0 = all).
     #[arg(long, default_value_t = learner::train::DEFAULT_REPLAY_FIT_MAX)]
     pub refine_sample: usize,
@@ -146,6 +153,9 @@ pub struct RetrainArgs {
 /// Default of `--max-move`.
 pub const DEFAULT_MAX_MOVE: f64 = 0.2;
 
+/// Default of `--eval-seeds`.
+pub const DEFAULT_EVAL_SEEDS: u64 = 8;
+
 /// One table's numbers on the held-out day.
 #[derive(Clone, Debug, Serialize)]
 struct Scored {
@@ -161,18 +171,41 @@ struct Scored {
 }
 
 impl Scored {
-    fn new(source: String, r: &SimResult, p: &PartFlash) -> Scored {
+    /// The scores of replays `runs` (one per evaluation seed, each with its parts): the
+    /// figures of their sums, so a figure per query is the mean over the runs (the busiest
+    /// replica is the one that reads most over all of them), with one run's query counts,
+    /// and the mean imbalance and overflow share.
+    fn new(source: String, runs: &[(SimResult, PartFlash)]) -> Scored {
+        let mut p = runs[0].1.clone();
+        for (_, more) in &runs[1..] {
+            p.add(more);
+        }
+        let n = runs.len() as f64;
         let replicas = p.flash.first().map_or(0, Vec::len);
         let per_replica: Vec<u64> = (0..replicas)
             .map(|i| p.flash.iter().map(|f| f[i]).sum())
             .collect();
+        let queries = runs.iter().map(|(r, _)| r.queries).sum();
+        let requested = runs.iter().map(|(r, _)| r.requested_bytes).sum();
+        let one_run = |mut f: Figures, queries: u64| {
+            f.queries = queries;
+            f
+        };
         Scored {
             source,
-            figures: Figures::new(r.queries, r.requested_bytes, &per_replica),
-            imbalance: r.imbalance,
-            overflow_share: r.overflow_share,
+            figures: one_run(
+                Figures::new(queries, requested, &per_replica),
+                runs[0].0.queries,
+            ),
+            imbalance: runs.iter().map(|(r, _)| r.imbalance).sum::<f64>() / n,
+            overflow_share: runs.iter().map(|(r, _)| r.overflow_share).sum::<f64>() / n,
             parts: (0..p.queries.len())
-                .map(|i| Figures::new(p.queries[i], p.requested[i], &p.flash[i]))
+                .map(|i| {
+                    one_run(
+                        Figures::new(p.queries[i], p.requested[i], &p.flash[i]),
+                        runs[0].1.queries[i],
+                    )
+                })
                 .collect(),
         }
     }
@@ -310,7 +343,7 @@ pub fn run(args: &RetrainArgs) -> Result<()> {
         .collect();
     let verdict = decide(
         &rule,
-        moved.share(),
+        &moved,
         &cur_score.figures,
         &new_score.figures,
         &part_pairs,
@@ -367,6 +400,7 @@ pub fn run(args: &RetrainArgs) -> Result<()> {
         "cache_bytes": capacity,
         "eviction": args.eviction.name(),
         "rule": rule,
+        "eval_seeds": args.eval_seeds,
         "trained": if args.fresh { "fresh" } else { "stable" },
         "moved_share": moved.share(),
         "movement": moved,
@@ -430,6 +464,9 @@ fn validate(args: &RetrainArgs) -> Result<()> {
     }
     if args.parts == 0 {
         bail!("--parts must be at least 1");
+    }
+    if !(1..=100).contains(&args.eval_seeds) {
+        bail!("--eval-seeds {} is not in 1..=100", args.eval_seeds);
     }
     if !(args.max_move.is_finite() && (0.0..=1.0).contains(&args.max_move)) {
         bail!("--max-move {} is not in [0, 1]", args.max_move);
@@ -585,7 +622,8 @@ fn load_current(
     Ok((label, Arc::new(t), version))
 }
 
-/// The `table` policy with `table` over the trace's test part, watched part by part.
+/// The `table` policy with `table` over the trace's test part, watched part by part, once
+/// per evaluation seed (`--seed` and the `--eval-seeds` − 1 after it).
 fn evaluate(
     trace: &Trace,
     args: &RetrainArgs,
@@ -603,16 +641,22 @@ fn evaluate(
         ..PolicyParams::new(args.replicas)
     };
     let policy = build_policy(PolicyKind::Table, &params)?;
-    let cfg = SimConfig {
-        admission: None,
-        replicas: args.replicas,
-        capacity_bytes: capacity,
-        eviction: args.eviction,
-        window: cache_sim::sim::replay::DEFAULT_WINDOW,
-        seed: args.seed,
-        load: args.routing.policy_loads()?.of(PolicyKind::Table),
-    };
-    let mut watch = PartObserver::new(trace, part_of, args.parts, args.replicas);
-    let result = replay(trace, policy.as_ref(), &cfg, &mut watch);
-    Ok(Scored::new(source, &result, &watch.parts))
+    let load = args.routing.policy_loads()?.of(PolicyKind::Table);
+    let runs: Vec<(SimResult, PartFlash)> = (0..args.eval_seeds)
+        .map(|k| {
+            let cfg = SimConfig {
+                admission: None,
+                replicas: args.replicas,
+                capacity_bytes: capacity,
+                eviction: args.eviction,
+                window: cache_sim::sim::replay::DEFAULT_WINDOW,
+                seed: args.seed.wrapping_add(k),
+                load,
+            };
+            let mut watch = PartObserver::new(trace, part_of, args.parts, args.replicas);
+            let result = replay(trace, policy.as_ref(), &cfg, &mut watch);
+            (result, watch.parts)
+        })
+        .collect();
+    Ok(Scored::new(source, &runs))
 }

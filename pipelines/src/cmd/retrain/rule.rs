@@ -12,6 +12,7 @@
 //! may move the top vote of at most `--max-move` of the train days' requested bytes
 //! ([`cache_sim::sim::movement`]): what it moves, the replicas' caches read again.
 
+use cache_sim::sim::movement::Movement;
 use serde::Serialize;
 
 /// One table's figures over a stretch of test queries (the day, or one part of it).
@@ -89,11 +90,11 @@ pub struct Verdict {
 }
 
 /// Decides between the served table (`served`) and the candidate over the whole held-out
-/// day, and over its parts (`(served, candidate)` per part); `moved_share` is the share of
-/// the train days' requested bytes whose top vote the candidate moves.
+/// day, and over its parts (`(served, candidate)` per part); `moved` is what the candidate
+/// moves of the train days' requested bytes.
 pub fn decide(
     rule: &Rule,
-    moved_share: f64,
+    moved: &Movement,
     served: &Figures,
     candidate: &Figures,
     parts: &[(Figures, Figures)],
@@ -112,14 +113,14 @@ pub fn decide(
         parts: counted.len(),
         wins_needed,
     };
-    if moved_share > rule.max_move {
+    if !moved.within(rule.max_move) {
         return verdict(
             false,
             "moved_share",
             format!(
                 "it moves the top vote of {:.1}% of the train days' requested bytes, more than \
                  --max-move {:.1}%",
-                moved_share * 100.0,
+                moved.share() * 100.0,
                 rule.max_move * 100.0
             ),
         );
@@ -182,6 +183,14 @@ mod tests {
         max_move: 0.2,
     };
 
+    /// A movement of `per_mille` thousandths of the requested bytes.
+    fn moved(per_mille: u64) -> Movement {
+        Movement {
+            moved_bytes: per_mille,
+            requested_bytes: 1000,
+        }
+    }
+
     /// Figures with a given miss bytes ratio and busiest share, for 1,000 queries that
     /// request 10,000 bytes each.
     fn fig(miss_bytes_ratio: f64, busiest_share: f64) -> Figures {
@@ -221,7 +230,7 @@ mod tests {
         assert!((candidate.busiest_flash_bytes_per_query - 286.2).abs() < 0.5);
         let v = decide(
             &RULE,
-            0.1,
+            &moved(100),
             &served,
             &candidate,
             &parts(served, candidate, 24, 20),
@@ -240,7 +249,7 @@ mod tests {
         let candidate = fig(0.1946, 0.190);
         let v = decide(
             &RULE,
-            0.1,
+            &moved(100),
             &served,
             &candidate,
             &parts(served, candidate, 24, 24),
@@ -258,7 +267,7 @@ mod tests {
         let candidate = fig(0.2250, 0.125);
         let v = decide(
             &RULE,
-            0.1,
+            &moved(100),
             &served,
             &candidate,
             &parts(served, candidate, 24, 24),
@@ -273,7 +282,7 @@ mod tests {
         let candidate = fig(0.2074, 0.138);
         let v = decide(
             &RULE,
-            0.1,
+            &moved(100),
             &served,
             &candidate,
             &parts(served, candidate, 24, 11),
@@ -288,7 +297,7 @@ mod tests {
         // Parts without queries do not count.
         let mut p = parts(served, candidate, 24, 12);
         p.push((Figures::new(0, 0, &[0; 8]), Figures::new(0, 0, &[0; 8])));
-        assert!(decide(&RULE, 0.1, &served, &candidate, &p).promote);
+        assert!(decide(&RULE, &moved(100), &served, &candidate, &p).promote);
     }
 
     #[test]
@@ -296,8 +305,8 @@ mod tests {
         let served = fig(0.2048, 0.160);
         let candidate = fig(0.2074, 0.138);
         let p = parts(served, candidate, 24, 20);
-        assert!(decide(&RULE, 0.2, &served, &candidate, &p).promote);
-        let v = decide(&RULE, 0.835, &served, &candidate, &p);
+        assert!(decide(&RULE, &moved(200), &served, &candidate, &p).promote);
+        let v = decide(&RULE, &moved(835), &served, &candidate, &p);
         assert!(!v.promote, "{v:?}");
         assert_eq!(v.deciding, "moved_share");
         assert!(
