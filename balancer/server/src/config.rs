@@ -50,7 +50,7 @@ pub enum ConfigError {
     },
 }
 
-/// Defines a deserializer per bounded integer field: `name("label"): type = [lo, hi]`
+/// Defines a deserializer per bounded numeric field: `name("label"): type = [lo, hi]`
 /// refuses a value outside the range with a message naming the field.
 macro_rules! bounded {
     ($($name:ident($label:literal): $ty:ty = [$lo:expr, $hi:expr];)+) => {
@@ -79,6 +79,8 @@ bounded! {
     replica_max_in_flight("replica_max_in_flight (0: no cap)"): u64 = [0, 1_000_000];
     queue_timeout_ms("queue_timeout_ms"): u64 = [0, 60_000];
     steal_after_ms_value("steal_after_ms"): u64 = [0, 60_000];
+    steal_share("steal_share"): f64 = [0.0, 1.0];
+    homes("policy.homes"): f64 = [0.0, 1.0];
     admin_max_upload_bytes("admin_max_upload_bytes"): u64 = [1024, 1u64 << 32];
     max_body_bytes("max_body_bytes"): u64 = [1024, 64 << 20];
     vnodes("policy.vnodes"): usize = [MIN_VNODES, MAX_VNODES];
@@ -123,22 +125,6 @@ fn non_negative<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
 /// `fallback`, when set.
 fn fallback<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Fallback>, D::Error> {
     parsed(d).map(Some)
-}
-
-/// `steal_share`: a share in `[0, 1]`.
-fn steal_share<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
-    let v = f64::deserialize(d)?;
-    (0.0..=1.0).contains(&v).then_some(v).ok_or_else(|| {
-        serde::de::Error::custom(format!("steal_share must be between 0 and 1, got {v}"))
-    })
-}
-
-/// `policy.homes`: a share in `[0, 1]`.
-fn homes<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
-    let v = f64::deserialize(d)?;
-    (0.0..=1.0).contains(&v).then_some(v).ok_or_else(|| {
-        serde::de::Error::custom(format!("policy.homes must be between 0 and 1, got {v}"))
-    })
 }
 
 /// `policy.cache_evidence`: a finite weight of at least 0.

@@ -21,6 +21,7 @@ use balancer::policy::{PolicyError, PolicyParams};
 use data::table::VotingTable;
 use serde::Serialize;
 
+use super::replay::ratio;
 use super::table_terms::TableTerms;
 use super::trace::Trace;
 
@@ -47,11 +48,7 @@ impl Movement {
 
     /// `moved_bytes / requested_bytes` (0 when nothing was requested).
     pub fn share(&self) -> f64 {
-        if self.requested_bytes == 0 {
-            0.0
-        } else {
-            self.moved_bytes as f64 / self.requested_bytes as f64
-        }
+        ratio(self.moved_bytes, self.requested_bytes)
     }
 }
 

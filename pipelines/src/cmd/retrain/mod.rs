@@ -288,11 +288,14 @@ pub fn run(args: &RetrainArgs) -> Result<()> {
         ..TrainConfig::new(args.replicas, args.cache_frac, capacity)
     };
     let out = train_reported(&train_queries, &sizes, &cfg)?;
-    let moved = movement(
-        &top_votes(&trace, &current.1),
-        &top_votes(&trace, &out.table),
-        &requested_by_term(&trace, 0..trace.train_len),
-    );
+    // Stable training measured its movement over the same train queries.
+    let moved = out.report.movement.unwrap_or_else(|| {
+        movement(
+            &top_votes(&trace, &current.1),
+            &top_votes(&trace, &out.table),
+            &requested_by_term(&trace, 0..trace.train_len),
+        )
+    });
     let moved_queries = query_movement(&trace, 0..trace.train_len, &current.1, &out.table)?;
     println!(
         "moves the top vote of {:.1}% and the first choice of queries holding {:.1}% of the \
