@@ -3,7 +3,7 @@
 # queries of a partitioned log: which one serves more? This is the live check of a `ballot
 # retrain` decision (docs/operations.md, "Retraining on a schedule").
 #
-# For each round and each table: REPLICAS fresh `replica` processes (cold caches) over one
+# For each round and each table, in an order rotated by round: REPLICAS fresh `replica` processes (cold caches) over one
 # index built from the days read, a fresh `balancer` serving the table (load `work`, as
 # retrain simulates a table), then
 #   1. warm-up: `ballot replay` of the days WARM_FROM..WARM_TO, closed loop, not measured;
@@ -13,8 +13,9 @@
 #   3. everything stopped.
 # Then one Markdown table: per table and round, throughput (ok answers/s), p99, the
 # busiest replica's flash bytes per query (its flash bytes over all the queries), all
-# replicas' flash bytes per query, the busiest replica's share, errors; and the ratio of the
-# tables' median throughputs. Also written to BENCH_DIR/results.md.
+# replicas' flash bytes per query, the busiest replica's share, errors; and per table the median
+# throughput and busiest flash bytes per query over the rounds, the throughput's spread and
+# both as ratios to the first table. Also written to BENCH_DIR/results.md.
 #
 # Switch mode (SWITCH_TO set): the live check of a table switch. TABLES names the served
 # table only; each round runs, in an order rotated by round, one cluster per table of
@@ -286,11 +287,12 @@ PY
 fi
 
 NAMES=()
+read -r -a LIST <<<"$TABLES"
 for round in $(seq 1 "$ROUNDS"); do
-  n=0
-  for table in $TABLES; do
-    n=$((n + 1))
-    tag="t$n-$round"
+  for k in $(seq 0 $((${#LIST[@]} - 1))); do
+    n=$(((k + round - 1) % ${#LIST[@]}))  # the order rotated by round: no table always first
+    table=${LIST[$n]}
+    tag="t$((n + 1))-$round"
     NAMES+=("$tag=$table")
     start_cluster "$tag" "$table"
     replay_log "$OUT/warm-$tag" --from "$WARM_FROM" --to "$WARM_TO" --concurrency "$CONCURRENCY"
@@ -307,7 +309,7 @@ out, names = sys.argv[1], [n.split("=", 1) for n in sys.argv[2:]]
 print()
 print("| table | round | throughput (ok/s) | p99 ms | busiest replica flash bytes/query | all replicas flash bytes/query | busiest flash share | measured miss bytes ratio | errors |")
 print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
-by_table = {}
+by_table, busiest = {}, {}
 for tag, path in names:
     r = json.load(open(f"{out}/test-{tag}.json"))
     s = r["stats"]
@@ -315,12 +317,17 @@ for tag, path in names:
     flash = [x["delta"]["flash_bytes"] for x in s["replicas"]]
     errs = ", ".join(f"{k} {v}" for k, v in r["errors"].items()) or "0"
     by_table.setdefault(path, []).append(r["throughput_qps"])
+    busiest.setdefault(path, []).append(max(flash) / q)
     print(f"| {path} | {tag.split('-')[1]} | {r['throughput_qps']:.1f} | {r['latency_ms']['p99']:.1f} | "
           f"{max(flash) / q:.0f} | {sum(flash) / q:.0f} | {max(flash) / max(sum(flash), 1):.3f} | "
           f"{s['miss_bytes_ratio']:.4f} | {errs} |")
 print()
 med = {p: statistics.median(v) for p, v in by_table.items()}
+busy = {p: statistics.median(v) for p, v in busiest.items()}
 first = next(iter(med))
 for p, m in med.items():
-    print(f"median throughput {p}: {m:.1f} ok/s ({m / med[first]:.3f}x the first)")
+    v = by_table[p]
+    print(f"median throughput {p}: {m:.1f} ok/s ({m / med[first]:.3f}x the first; "
+          f"rounds {min(v):.1f}..{max(v):.1f}, spread {(max(v) - min(v)) / m:.3f}), "
+          f"busiest replica {busy[p]:.0f} flash bytes/query ({busy[p] / busy[first]:.3f}x the first)")
 PY

@@ -10,8 +10,10 @@
 //!   `/admin/table/parquet` returns the new table's rows.
 //! - A switch that fails after another balancer switched (a stand-in balancer that passes
 //!   the check and refuses the switch) rolls that one back to the table it served.
-//! - A table trained on a single day from the served table's homes is refused against the
-//!   served one, with both tables' numbers in the record, and nothing is pushed.
+//! - The rule decides on the throughput the queueing simulator predicts (one run per
+//!   evaluation seed, their mean in the record). A table trained on a single day from the
+//!   served table's homes is refused against the served one, with both tables' numbers in
+//!   the record, and nothing is pushed.
 //! - A movement budget: trained from the served table's homes, the candidate moves at most
 //!   `--max-move` of the train days' requested bytes; trained from scratch, it moves more
 //!   and is refused with the figure named.
@@ -34,6 +36,7 @@ use data::table::{TableRow, VotingTable};
 use data::tokenizer::Tokens;
 use e2e::{http_get, start_listening, Backend, Reply, Running};
 use querylog::{read_log, ReadOptions};
+use serde_json::Value;
 
 const REPLICAS: u16 = 4;
 const TOKEN: &str = "retrain-test-token";
@@ -334,21 +337,25 @@ fn retrain_promotes_a_better_table_to_every_balancer_and_refuses_a_worse_one() {
         serde_json::json!(["2006-03-01", "2006-03-02", "2006-03-03"])
     );
     let (new, cur) = (&rec["new"], &rec["current"]);
-    // The deciding figure: the busiest replica's flash bytes per query, 1% lower at least;
-    // the guard on all replicas' flash bytes per query; and the parts won.
-    assert_eq!(rec["deciding"], "busiest_flash_bytes_per_query", "{rec}");
-    assert!(
-        num(new, "busiest_flash_bytes_per_query")
-            <= num(cur, "busiest_flash_bytes_per_query") * 0.99,
-        "{rec}"
-    );
+    // The deciding figure: the predicted throughput, 2% higher at least (the mean of one
+    // prediction per evaluation seed); the guard on all replicas' flash bytes per query.
+    assert_eq!(rec["deciding"], "throughput_qps", "{rec}");
+    let qps = |t: &Value| num(&t["predicted"], "throughput_qps");
+    assert!(qps(new) >= qps(cur) * 1.02, "{rec}");
+    for t in [new, cur] {
+        let by_seed = t["predicted"]["throughput_by_seed"].as_array().unwrap();
+        assert_eq!(by_seed.len(), 8, "{rec}");
+        let mean = by_seed.iter().map(|v| v.as_f64().unwrap()).sum::<f64>() / 8.0;
+        assert!((mean - qps(t)).abs() < 1e-6 * mean, "{rec}");
+    }
+    assert_eq!(rec["serving"]["concurrency"], 32, "{rec}");
     assert!(
         num(new, "flash_bytes_per_query") <= num(cur, "flash_bytes_per_query") * 1.05,
         "{rec}"
     );
-    assert!(
-        num(&rec, "part_wins") >= num(&rec, "part_wins_needed"),
-        "{rec}"
+    assert_eq!(
+        rec["part_wins_needed"], 0,
+        "the parts do not decide by default: {rec}"
     );
     // 15,000 test queries one second apart fill the first 5 of the day's 24 hours.
     assert_eq!(rec["parts"], 5, "{rec}");
@@ -422,7 +429,7 @@ fn retrain_promotes_a_better_table_to_every_balancer_and_refuses_a_worse_one() {
     let out = stdout(&run);
     assert!(out.contains("\nrefuse: "), "{out}");
     assert!(out.starts_with("moves the top vote of "), "{out}");
-    assert!(out.contains("\nserved: busiest replica "), "{out}");
+    assert!(out.contains("\nserved: predicted "), "{out}");
     let rec = read_json(&d.join("refuse.json"));
     assert_eq!(rec["decision"], "refused", "{rec}");
     assert_eq!(rec["eviction"], "lru");
@@ -434,8 +441,9 @@ fn retrain_promotes_a_better_table_to_every_balancer_and_refuses_a_worse_one() {
     assert_eq!(rec["trained"], "stable", "{rec}");
     assert!(num(&rec, "moved_share") <= 0.2, "the default budget: {rec}");
     assert_eq!(rec["eval_seeds"], 8, "{rec}");
+    let qps = |t: &Value| num(&t["predicted"], "throughput_qps");
     let failed = match figure {
-        "busiest_flash_bytes_per_query" => num(new, figure) > num(cur, figure) * 0.99,
+        "throughput_qps" => qps(new) < qps(cur) * 1.02,
         "flash_bytes_per_query" => num(new, figure) > num(cur, figure) * 1.05,
         "part_wins" => num(&rec, "part_wins") < num(&rec, "part_wins_needed"),
         other => panic!("unknown deciding figure {other}: {rec}"),
@@ -444,7 +452,7 @@ fn retrain_promotes_a_better_table_to_every_balancer_and_refuses_a_worse_one() {
     assert!(rec["reason"]
         .as_str()
         .unwrap()
-        .contains(&format!("{:.0}", num(new, "busiest_flash_bytes_per_query"))));
+        .contains(&format!("{:.1}", qps(new))));
     assert_eq!(rec["promotion"]["outcome"], "skipped", "{rec}");
     assert_eq!(rec["promotion"]["checks"], serde_json::json!([]));
     for bal in [&a, &b] {
@@ -501,10 +509,16 @@ fn retrain_promotes_a_better_table_to_every_balancer_and_refuses_a_worse_one() {
     for bal in [&a, &b] {
         assert_eq!(table_state(&bal.admin)["version"], version, "{rec}");
     }
-    // A budget or a seed count out of range is refused before anything is read.
+    // A budget, a seed count or a cluster out of range is refused before anything is read.
     for (flag, value, message) in [
         ("--max-move", "1.5", "--max-move 1.5 is not in [0, 1]"),
         ("--eval-seeds", "0", "--eval-seeds 0 is not in 1..=100"),
+        (
+            "--flash-read-mbps",
+            "0",
+            "--flash-read-mbps 0 must be a positive number of MB/s",
+        ),
+        ("--concurrency", "0", "--concurrency must be at least 1"),
     ] {
         let mut args = stable(common_args("2", "bad.parquet", "bad.json"));
         args.extend([flag, value].map(String::from));

@@ -3,14 +3,15 @@
 //! keeping the served table's homes within a movement budget (`--max-move`,
 //! [`learner::stable`]; `--fresh` trains from scratch), evaluates it and the table the
 //! balancers serve on that newest day (held out; the train days warm the simulated caches;
-//! `--eval-seeds` replays, the figures their means), promotes the new table only when it
-//! moves within the budget and lowers what bounds the cluster's throughput, by a margin and
-//! on enough parts of the day ([`rule`]), switches every listed balancer to it or none
+//! `--eval-seeds` replays and queueing simulations, the figures their means), promotes the
+//! new table only when it moves within the budget and is predicted to serve more, by a
+//! margin ([`rule`], [`mod@predict`]), switches every listed balancer to it or none
 //! ([`promote`]: checked on all first, rolled back where it switched if one fails; each
 //! ramps it in), and writes a JSON record of the decision. A balancer that refuses is
 //! retried and, if it still refuses, named in the record and the exit status; never skipped
 //! silently.
 
+pub mod predict;
 pub mod promote;
 pub mod rule;
 
@@ -20,6 +21,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use balancer::policy::{build_policy, PolicyKind, PolicyParams};
+use cache_sim::queueing::BalancerModel;
 use cache_sim::sim::movement::{movement, query_movement, requested_by_term, top_votes};
 use cache_sim::sim::parts::{PartFlash, PartObserver};
 use cache_sim::sim::{replay, SimConfig, SimResult, Trace};
@@ -34,7 +36,8 @@ use querylog::{
 use serde::Serialize;
 use serde_json::json;
 
-use self::rule::{decide, Figures, Rule};
+use self::predict::{cluster, predict, Predicted, ServingArgs};
+use self::rule::{decide, Figures, Rule, Throughputs, DEFAULT_MIN_GAIN, DEFAULT_MIN_PART_WINS};
 use super::train::train_reported;
 use crate::client;
 use crate::inputs::day_label;
@@ -62,6 +65,8 @@ pub struct RetrainArgs {
     pub sizes: SizeArgs,
     #[command(flatten)]
     pub routing: RoutingArgs,
+    #[command(flatten)]
+    pub serving: ServingArgs,
     /// Number of replicas R (the balancers' table width).
     #[arg(long, default_value_t = 8)]
     pub replicas: usize,
@@ -104,10 +109,9 @@ pub struct RetrainArgs {
     /// environment variable).
     #[arg(long)]
     pub token_file: Option<PathBuf>,
-    /// Promote only when the new table's busiest replica reads at least this much fewer
-    /// flash bytes per query, relative to the served table's (0.01 = 1% fewer): with flash
-    /// the bottleneck, that replica bounds the cluster's throughput.
-    #[arg(long, default_value_t = 0.01)]
+    /// Promote only when the new table's predicted throughput on the held-out day is at
+    /// least this much higher, relative to the served table's (0.02 = 2% more).
+    #[arg(long, default_value_t = DEFAULT_MIN_GAIN)]
     pub min_gain: f64,
     /// ... and all replicas together read at most this much more flash bytes per query,
     /// relative (0.05 = 5% more): no balance bought with many more flash reads.
@@ -118,8 +122,9 @@ pub struct RetrainArgs {
     #[arg(long, default_value_t = 24)]
     pub parts: usize,
     /// ... and the share of those parts (with queries) on which the new table's busiest
-    /// replica must read fewer flash bytes per query.
-    #[arg(long, default_value_t = 0.5)]
+    /// replica must read fewer flash bytes per query in the replay (0: the parts do not
+    /// decide).
+    #[arg(long, default_value_t = DEFAULT_MIN_PART_WINS)]
     pub min_part_wins: f64,
     /// Replaced by --max-miss-rise (the busiest replica's share is no longer compared on
     /// its own).
@@ -165,6 +170,8 @@ struct Scored {
     figures: Figures,
     imbalance: f64,
     overflow_share: f64,
+    /// The queueing simulator's prediction.
+    predicted: Predicted,
     /// The rule's figures on each part of the day.
     #[serde(skip)]
     parts: Vec<Figures>,
@@ -175,7 +182,7 @@ impl Scored {
     /// figures of their sums, so a figure per query is the mean over the runs (the busiest
     /// replica is the one that reads most over all of them), with one run's query counts,
     /// and the mean imbalance and overflow share.
-    fn new(source: String, runs: &[(SimResult, PartFlash)]) -> Scored {
+    fn new(source: String, runs: &[(SimResult, PartFlash)], predicted: Predicted) -> Scored {
         let mut p = runs[0].1.clone();
         for (_, more) in &runs[1..] {
             p.add(more);
@@ -199,6 +206,7 @@ impl Scored {
             ),
             imbalance: runs.iter().map(|(r, _)| r.imbalance).sum::<f64>() / n,
             overflow_share: runs.iter().map(|(r, _)| r.overflow_share).sum::<f64>() / n,
+            predicted,
             parts: (0..p.queries.len())
                 .map(|i| {
                     one_run(
@@ -213,7 +221,8 @@ impl Scored {
     fn line(&self, name: &str) -> String {
         let f = &self.figures;
         format!(
-            "{name}: busiest replica {:.0} flash bytes per query ({:.3} of the flash), all replicas {:.0} (miss bytes ratio {:.4}), imbalance {:.3}",
+            "{name}: predicted {:.1} queries/s; replayed, busiest replica {:.0} flash bytes per query ({:.3} of the flash), all replicas {:.0} (miss bytes ratio {:.4}), imbalance {:.3}",
+            self.predicted.throughput_qps,
             f.busiest_flash_bytes_per_query,
             f.busiest_flash_share,
             f.flash_bytes_per_query,
@@ -347,6 +356,10 @@ pub fn run(args: &RetrainArgs) -> Result<()> {
     let verdict = decide(
         &rule,
         &moved,
+        Throughputs {
+            served: cur_score.predicted.throughput_qps,
+            candidate: new_score.predicted.throughput_qps,
+        },
         &cur_score.figures,
         &new_score.figures,
         &part_pairs,
@@ -404,6 +417,11 @@ pub fn run(args: &RetrainArgs) -> Result<()> {
         "eviction": args.eviction.name(),
         "rule": rule,
         "eval_seeds": args.eval_seeds,
+        "serving": {
+            "flash_read_mbps": args.serving.flash_read_mbps,
+            "flash_latency_us": args.serving.flash_latency_us,
+            "concurrency": args.serving.concurrency,
+        },
         "trained": if args.fresh { "fresh" } else { "stable" },
         "moved_share": moved.share(),
         "movement": moved,
@@ -460,13 +478,29 @@ fn validate(args: &RetrainArgs) -> Result<()> {
         bail!("--min-gain {} is not in [0, 1)", args.min_gain);
     }
     if args.max_flash_rise.is_some() {
-        bail!("--max-flash-rise was replaced by --max-miss-rise: the busiest replica's flash bytes per query now decide (--min-gain), and the total flash bytes per query may rise by at most --max-miss-rise");
+        bail!("--max-flash-rise was replaced by --max-miss-rise: the predicted throughput now decides (--min-gain), and the total flash bytes per query may rise by at most --max-miss-rise");
     }
     if !(args.max_miss_rise.is_finite() && args.max_miss_rise >= 0.0) {
         bail!("--max-miss-rise {} must be >= 0", args.max_miss_rise);
     }
     if args.parts == 0 {
         bail!("--parts must be at least 1");
+    }
+    let serving = &args.serving;
+    if !(serving.flash_read_mbps.is_finite() && serving.flash_read_mbps > 0.0) {
+        bail!(
+            "--flash-read-mbps {} must be a positive number of MB/s",
+            serving.flash_read_mbps
+        );
+    }
+    if !(serving.flash_latency_us.is_finite() && serving.flash_latency_us >= 0.0) {
+        bail!(
+            "--flash-latency-us {} must be >= 0",
+            serving.flash_latency_us
+        );
+    }
+    if serving.concurrency == 0 {
+        bail!("--concurrency must be at least 1");
     }
     if !(1..=100).contains(&args.eval_seeds) {
         bail!("--eval-seeds {} is not in 1..=100", args.eval_seeds);
@@ -626,7 +660,8 @@ fn load_current(
 }
 
 /// The `table` policy with `table` over the trace's test part, watched part by part, once
-/// per evaluation seed (`--seed` and the `--eval-seeds` − 1 after it).
+/// per evaluation seed (`--seed` and the `--eval-seeds` − 1 after it), and its throughput
+/// predicted with the same seeds.
 fn evaluate(
     trace: &Trace,
     args: &RetrainArgs,
@@ -645,15 +680,16 @@ fn evaluate(
     };
     let policy = build_policy(PolicyKind::Table, &params)?;
     let load = args.routing.policy_loads()?.of(PolicyKind::Table);
-    let runs: Vec<(SimResult, PartFlash)> = (0..args.eval_seeds)
-        .map(|k| {
+    let seeds = || (0..args.eval_seeds).map(|k| args.seed.wrapping_add(k));
+    let runs: Vec<(SimResult, PartFlash)> = seeds()
+        .map(|seed| {
             let cfg = SimConfig {
                 admission: None,
                 replicas: args.replicas,
                 capacity_bytes: capacity,
                 eviction: args.eviction,
                 window: cache_sim::sim::replay::DEFAULT_WINDOW,
-                seed: args.seed.wrapping_add(k),
+                seed,
                 load,
             };
             let mut watch = PartObserver::new(trace, part_of, args.parts, args.replicas);
@@ -661,5 +697,24 @@ fn evaluate(
             (result, watch.parts)
         })
         .collect();
-    Ok(Scored::new(source, &runs))
+    let balancer = BalancerModel {
+        load: args.routing.table_load(),
+        work_query_bytes: args.routing.work_query_bytes,
+        ..BalancerModel::default()
+    };
+    let cfg = cluster(
+        &args.serving,
+        args.replicas,
+        capacity,
+        args.eviction,
+        balancer,
+    );
+    let predicted = predict(
+        trace,
+        policy.as_ref(),
+        &cfg,
+        args.serving.concurrency,
+        seeds(),
+    )?;
+    Ok(Scored::new(source, &runs, predicted))
 }

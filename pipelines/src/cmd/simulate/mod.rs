@@ -110,6 +110,10 @@ pub struct SimulateArgs {
     /// Per-replica cache capacity as a fraction of the log's distinct postings bytes.
     #[arg(long, default_value_t = 0.05)]
     pub cache_frac: f64,
+    /// The replicas' cache size in bytes, simulated in place of --cache-frac: what the
+    /// serving replicas really hold (`replica --cache-bytes`), whatever the days read.
+    #[arg(long)]
+    pub cache_bytes: Option<u64>,
     /// Eviction policy of every cache: lru (the standard evaluation's), sieve (the replica's
     /// default, which `ballot train` trains for: pass it to predict a default deployment) or
     /// s3fifo.
@@ -362,7 +366,10 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
             trace.test_len()
         );
     }
-    let cfg = args.config(trace.capacity_for(args.cache_frac))?;
+    let cfg = args.config(
+        args.cache_bytes
+            .unwrap_or_else(|| trace.capacity_for(args.cache_frac)),
+    )?;
     // One policy per kind, or with per-shard routing one per kind and shard.
     let copies = match args.shard_routing {
         ShardRouting::PerShard => args.shards,
