@@ -287,7 +287,7 @@ PY
 fi
 
 NAMES=()
-read -r -a LIST <<<"$TABLES"
+read -r -d '' -a LIST <<<"$TABLES" || true  # every table, on one line or several
 for round in $(seq 1 "$ROUNDS"); do
   for k in $(seq 0 $((${#LIST[@]} - 1))); do
     n=$(((k + round - 1) % ${#LIST[@]}))  # the order rotated by round: no table always first

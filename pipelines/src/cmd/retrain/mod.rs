@@ -697,9 +697,11 @@ fn evaluate(
             (result, watch.parts)
         })
         .collect();
+    // One load view per balancer the table would be pushed to, as they run.
     let balancer = BalancerModel {
         load: args.routing.table_load(),
         work_query_bytes: args.routing.work_query_bytes,
+        count: args.balancers.len().max(1),
         ..BalancerModel::default()
     };
     let cfg = cluster(

@@ -5,7 +5,7 @@
 //! replica is busy. On the time-ordered AOL log the busiest replica's flash bytes per query
 //! over the held-out day ranked eight candidate pairs against the live cluster no better
 //! than chance, while this prediction followed the live throughput within a few percent
-//! (docs/results.md, "Stable retraining"). So each table serves the held-out day closed
+//! (docs/results.md, "The rule against the live cluster"). So each table serves the held-out day closed
 //! loop in [`cache_sim::queueing`], after the train days warmed its caches without time, as
 //! the live replicas' flash would serve it, once per evaluation seed.
 

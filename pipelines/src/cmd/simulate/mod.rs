@@ -257,6 +257,9 @@ pub struct RouterResult {
 impl SimulateArgs {
     fn validate(&self) -> Result<()> {
         crate::inputs::check_fraction("--cache-frac", self.cache_frac)?;
+        if self.cache_bytes == Some(0) {
+            bail!("--cache-bytes must be at least 1");
+        }
         if !(self.load_frac > 0.0 && self.load_frac.is_finite()) {
             bail!("--load-frac must be a positive number");
         }
