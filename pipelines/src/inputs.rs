@@ -31,6 +31,39 @@ pub fn check_fraction(flag: &str, value: f64) -> Result<()> {
     }
 }
 
+/// The replicas' cache size in a simulation: a share of the distinct postings bytes read,
+/// or their real size in bytes.
+#[derive(Args, Clone, Debug)]
+pub struct CacheSizeArgs {
+    /// Per-replica cache size as a fraction of the distinct postings bytes of the queries
+    /// read.
+    #[arg(long, default_value_t = 0.05)]
+    pub cache_frac: f64,
+    /// The replicas' cache size in bytes, simulated in place of --cache-frac: what the
+    /// serving replicas really hold (`replica --cache-bytes`), whatever the queries read.
+    /// With --cache-frac the simulated cache grows with the distinct terms read, so
+    /// `retrain --days 60` simulates larger caches than `--days 14`.
+    #[arg(long)]
+    pub cache_bytes: Option<u64>,
+}
+
+impl CacheSizeArgs {
+    /// Fails on a fraction outside (0, 1] or a size of 0 bytes.
+    pub fn validate(&self) -> Result<()> {
+        check_fraction("--cache-frac", self.cache_frac)?;
+        if self.cache_bytes == Some(0) {
+            bail!("--cache-bytes must be at least 1");
+        }
+        Ok(())
+    }
+
+    /// Each replica's cache in bytes for the queries of `trace`.
+    pub fn capacity(&self, trace: &cache_sim::sim::Trace) -> u64 {
+        self.cache_bytes
+            .unwrap_or_else(|| trace.capacity_for(self.cache_frac))
+    }
+}
+
 /// How a log is laid out: every command that reads a log takes these flags. Without them
 /// the layout is detected from the content, and lines that look like columns are refused
 /// with the flags that read them.

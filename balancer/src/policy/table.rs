@@ -251,12 +251,6 @@ impl TablePolicy {
         &self.votes
     }
 
-    /// The query's first choice from the table alone: its top-ranked replica before the
-    /// load bound and without the shadow caches' evidence ([`top_ranked`]).
-    pub fn first_choice(&self, term_hashes: &[u64]) -> Option<usize> {
-        top_ranked(&self.votes.score(term_hashes), self.votes.replicas)
-    }
-
     /// Routes like [`RoutingPolicy::route`] and also returns the query's first choice,
     /// its top-ranked replica before the load bound ([`top_ranked`]), from the same scores:
     /// the learner prices each replica by the queries that would pick it first.

@@ -14,14 +14,15 @@
 //! replica before the load bound) changes.
 
 use std::ops::Range;
-use std::sync::Arc;
 
-use balancer::policy::table::TablePolicy;
-use balancer::policy::{PolicyError, PolicyParams};
+use balancer::policy::vote::{top_ranked, VoteSource};
+use balancer::policy::PolicyError;
 use data::table::VotingTable;
+use data::tokenizer::MAX_TERMS;
 use serde::Serialize;
 
 use super::replay::ratio;
+use super::switch::compile_table;
 use super::table_terms::TableTerms;
 use super::trace::Trace;
 
@@ -115,25 +116,22 @@ pub fn query_movement(
     old: &VotingTable,
     new: &VotingTable,
 ) -> Result<Movement, PolicyError> {
-    let term_bytes = Arc::new(trace.term_bytes_map());
-    let policy = |table: &VotingTable| {
-        TablePolicy::new(&PolicyParams {
-            table: Some(Arc::new(table.clone())),
-            term_bytes: Arc::clone(&term_bytes),
-            ..PolicyParams::new(usize::from(table.replicas))
-        })
-    };
-    let (old, new) = (policy(old)?, policy(new)?);
+    let r = usize::from(old.replicas);
+    let (old, new) = (compile_table(trace, old, r)?, compile_table(trace, new, r)?);
+    // The first choice: the top-ranked replica before the load bound, as the balancer ranks.
+    let first = |votes: &dyn VoteSource, hashes: &[u64]| top_ranked(&votes.score(hashes), r);
     let mut m = Movement::default();
-    let mut hashes = Vec::new();
+    let mut hashes = [0u64; MAX_TERMS];
     for q in queries {
-        let terms = trace.terms(q);
-        hashes.clear();
-        hashes.extend(terms.iter().map(|&t| trace.term_hashes[t as usize]));
-        let bytes: u64 = terms.iter().map(|&t| trace.term_bytes[t as usize]).sum();
+        let n = trace.fill_term_hashes(q, &mut hashes);
+        let bytes: u64 = trace
+            .terms(q)
+            .iter()
+            .map(|&t| trace.term_bytes[t as usize])
+            .sum();
         m.requested_bytes += bytes;
-        let from = old.first_choice(&hashes);
-        if from.is_some() && new.first_choice(&hashes) != from {
+        let from = first(old.as_ref(), &hashes[..n]);
+        if from.is_some() && first(new.as_ref(), &hashes[..n]) != from {
             m.moved_bytes += bytes;
         }
     }

@@ -225,10 +225,7 @@ pub fn replay_into<C: Cache, O: Observer>(
 
     for q in 0..trace.len() {
         let terms = trace.terms(q);
-        let n = terms.len().min(MAX_TERMS);
-        for (slot, &t) in hashes.iter_mut().zip(&terms[..n]) {
-            *slot = trace.term_hashes[t as usize];
-        }
+        let n = trace.fill_term_hashes(q, &mut hashes);
         let key = QueryKey::new(trace.query_hashes[q], &hashes[..n]);
         let signals = Signals {
             latency: None,

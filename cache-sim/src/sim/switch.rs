@@ -31,12 +31,12 @@
 use std::sync::Arc;
 
 use balancer::policy::table::TableVotes;
-use balancer::policy::vote::Scores;
 use balancer::policy::PolicyError;
 use balancer::ramp::{RampPolicy, RampedTable, SharedVotes};
 use data::table::VotingTable;
 use serde::Serialize;
 
+use super::movement::{movement, requested_by_term, top_votes};
 #[cfg(test)]
 use super::replay::SimLoad;
 use super::replay::{ratio, replay, Observer, SimConfig, SimResult};
@@ -160,8 +160,8 @@ pub struct SwitchReport {
     pub peak_transition_instant: f64,
     /// The same with the ramp.
     pub peak_transition_ramp: f64,
-    /// Share of the test part's requested postings bytes whose term's top-voted replica
-    /// differs between the two tables: how much of the cached working set must move.
+    /// Share of the test part's requested postings bytes whose term's top vote moves
+    /// ([`super::movement`]): how much of the cached working set must move.
     pub moved_bytes_share: f64,
     /// Miss bytes ratio over the whole test part, instant switch.
     pub overall_instant: f64,
@@ -183,41 +183,6 @@ pub fn compile_table(
 ) -> Result<SharedVotes, PolicyError> {
     let term_bytes = Arc::new(trace.term_bytes_map());
     Ok(Arc::new(TableVotes::build(table, replicas, term_bytes)?))
-}
-
-/// The replica a lone term's votes rank first (`None` if it casts no vote).
-fn top_replica(votes: &SharedVotes, term_hash: u64, replicas: usize) -> Option<usize> {
-    let mut scores = Scores::new();
-    votes.add_votes(term_hash, &mut scores);
-    (0..replicas)
-        .filter(|&r| scores.is_positive(r))
-        .reduce(|a, b| if scores.ranks_above(b, a) { b } else { a })
-}
-
-/// Share of the test part's requested bytes whose term's top-voted replica differs
-/// between `old` and `new`.
-pub fn moved_bytes_share(
-    trace: &Trace,
-    old: &SharedVotes,
-    new: &SharedVotes,
-    replicas: usize,
-) -> f64 {
-    let moved: Vec<bool> = trace
-        .term_hashes
-        .iter()
-        .map(|&h| top_replica(old, h, replicas) != top_replica(new, h, replicas))
-        .collect();
-    let (mut requested, mut moved_bytes) = (0u64, 0u64);
-    for q in trace.train_len..trace.len() {
-        for &t in trace.terms(q) {
-            let bytes = trace.term_bytes[t as usize];
-            requested += bytes;
-            if moved[t as usize] {
-                moved_bytes += bytes;
-            }
-        }
-    }
-    ratio(moved_bytes, requested)
 }
 
 /// Replays `trace` through one switch from `old` to `new`, ramped over `ramp` queries
@@ -252,6 +217,12 @@ pub fn simulate_switch(
     new: &VotingTable,
     cfg: &SwitchConfig,
 ) -> Result<SwitchReport, PolicyError> {
+    let test = trace.train_len..trace.len();
+    let moved = movement(
+        &top_votes(trace, old),
+        &top_votes(trace, new),
+        &requested_by_term(trace, test),
+    );
     let old = compile_table(trace, old, cfg.sim.replicas)?;
     let new = compile_table(trace, new, cfg.sim.replicas)?;
     let ((instant, instant_w), (ramped, ramp_w)) = rayon::join(
@@ -283,7 +254,7 @@ pub fn simulate_switch(
         at: cfg.at,
         ramp: cfg.ramp,
         window,
-        moved_bytes_share: moved_bytes_share(trace, &old, &new, cfg.sim.replicas),
+        moved_bytes_share: moved.share(),
         peak_instant: peak(&after, |w| w.instant),
         peak_ramp: peak(&after, |w| w.ramp),
         transition_end,

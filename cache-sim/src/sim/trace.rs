@@ -6,7 +6,7 @@ use balancer::policy::TermBytes;
 use data::dict::TermDict;
 use data::hash::term_hash;
 use data::sizes::Sizes;
-use data::tokenizer::Tokens;
+use data::tokenizer::{Tokens, MAX_TERMS};
 use rustc_hash::FxHashSet;
 
 /// A query stream in evaluation order (train part first, then test part).
@@ -87,6 +87,18 @@ impl Trace {
     #[inline]
     pub fn terms(&self, q: usize) -> &[u32] {
         &self.query_terms[self.query_offsets[q] as usize..self.query_offsets[q + 1] as usize]
+    }
+
+    /// Writes the hashes of query `q`'s first [`MAX_TERMS`] terms, what a routing policy
+    /// sees, into `hashes` and returns how many there are.
+    #[inline]
+    pub fn fill_term_hashes(&self, q: usize, hashes: &mut [u64; MAX_TERMS]) -> usize {
+        let terms = self.terms(q);
+        let n = terms.len().min(MAX_TERMS);
+        for (slot, &t) in hashes.iter_mut().zip(&terms[..n]) {
+            *slot = self.term_hashes[t as usize];
+        }
+        n
     }
 
     /// Summed postings bytes of all distinct terms in the trace: the base of "cache

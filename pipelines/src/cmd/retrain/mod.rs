@@ -41,7 +41,7 @@ use self::rule::{decide, Figures, Rule, Throughputs, DEFAULT_MIN_GAIN, DEFAULT_M
 use super::train::train_reported;
 use crate::client;
 use crate::inputs::day_label;
-use crate::inputs::{LayoutArgs, SizeArgs};
+use crate::inputs::{CacheSizeArgs, LayoutArgs, SizeArgs};
 use crate::json::write_json;
 use crate::progress::Stage;
 use crate::routing_args::RoutingArgs;
@@ -70,15 +70,8 @@ pub struct RetrainArgs {
     /// Number of replicas R (the balancers' table width).
     #[arg(long, default_value_t = 8)]
     pub replicas: usize,
-    /// Per-replica cache size as a fraction of the distinct postings bytes of the days read.
-    #[arg(long, default_value_t = 0.05)]
-    pub cache_frac: f64,
-    /// The replicas' cache size in bytes, simulated in place of --cache-frac: what the
-    /// serving replicas really hold (`replica --cache-bytes`), whatever the days read. With
-    /// --cache-frac the simulated cache grows with the distinct terms of the days read, so
-    /// `--days 60` simulates larger caches than `--days 14`.
-    #[arg(long)]
-    pub cache_bytes: Option<u64>,
+    #[command(flatten)]
+    pub cache: CacheSizeArgs,
     /// Eviction policy of the simulated caches (train and evaluation): lru, sieve or
     /// s3fifo, as the replicas run (the replica's default is sieve).
     #[arg(long, default_value_t = EvictionKind::SERVING_DEFAULT)]
@@ -276,9 +269,7 @@ pub fn run(args: &RetrainArgs) -> Result<()> {
         trace.test_len(),
         trace.dict.len()
     ));
-    let capacity = args
-        .cache_bytes
-        .unwrap_or_else(|| trace.capacity_for(args.cache_frac));
+    let capacity = args.cache.capacity(&trace);
 
     let current = load_current(args, token.as_deref())?;
     let train_queries: Vec<&str> = train_log.iter().collect();
@@ -294,7 +285,7 @@ pub fn run(args: &RetrainArgs) -> Result<()> {
             served: Arc::clone(&current.1),
             max_move: args.max_move,
         }),
-        ..TrainConfig::new(args.replicas, args.cache_frac, capacity)
+        ..TrainConfig::new(args.replicas, args.cache.cache_frac, capacity)
     };
     let out = train_reported(&train_queries, &sizes, &cfg)?;
     // Stable training measured its movement over the same train queries.
@@ -412,7 +403,7 @@ pub fn run(args: &RetrainArgs) -> Result<()> {
         "train_queries": trace.train_len,
         "test_queries": trace.test_len(),
         "replicas": args.replicas,
-        "cache_frac": args.cache_frac,
+        "cache_frac": args.cache.cache_frac,
         "cache_bytes": capacity,
         "eviction": args.eviction.name(),
         "rule": rule,
@@ -470,10 +461,7 @@ fn validate(args: &RetrainArgs) -> Result<()> {
     if args.days == 0 {
         bail!("--days must be at least 1");
     }
-    crate::inputs::check_fraction("--cache-frac", args.cache_frac)?;
-    if args.cache_bytes == Some(0) {
-        bail!("--cache-bytes must be at least 1");
-    }
+    args.cache.validate()?;
     if !(args.min_gain.is_finite() && (0.0..1.0).contains(&args.min_gain)) {
         bail!("--min-gain {} is not in [0, 1)", args.min_gain);
     }

@@ -34,7 +34,7 @@ use eviction::EvictionKind;
 use serde::Serialize;
 
 use super::eval::parse_policies;
-use crate::inputs::{Dataset, LogArgs, SizeArgs, SplitArgs};
+use crate::inputs::{CacheSizeArgs, Dataset, LogArgs, SizeArgs, SplitArgs};
 use crate::progress::Stage;
 use crate::routing_args::RoutingArgs;
 
@@ -107,13 +107,8 @@ pub struct SimulateArgs {
     /// Replicas R (per shard).
     #[arg(long, default_value_t = 8)]
     pub replicas: usize,
-    /// Per-replica cache capacity as a fraction of the log's distinct postings bytes.
-    #[arg(long, default_value_t = 0.05)]
-    pub cache_frac: f64,
-    /// The replicas' cache size in bytes, simulated in place of --cache-frac: what the
-    /// serving replicas really hold (`replica --cache-bytes`), whatever the days read.
-    #[arg(long)]
-    pub cache_bytes: Option<u64>,
+    #[command(flatten)]
+    pub cache: CacheSizeArgs,
     /// Eviction policy of every cache: lru (the standard evaluation's), sieve (the replica's
     /// default, which `ballot train` trains for: pass it to predict a default deployment) or
     /// s3fifo.
@@ -256,10 +251,7 @@ pub struct RouterResult {
 
 impl SimulateArgs {
     fn validate(&self) -> Result<()> {
-        crate::inputs::check_fraction("--cache-frac", self.cache_frac)?;
-        if self.cache_bytes == Some(0) {
-            bail!("--cache-bytes must be at least 1");
-        }
+        self.cache.validate()?;
         if !(self.load_frac > 0.0 && self.load_frac.is_finite()) {
             bail!("--load-frac must be a positive number");
         }
@@ -369,10 +361,7 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
             trace.test_len()
         );
     }
-    let cfg = args.config(
-        args.cache_bytes
-            .unwrap_or_else(|| trace.capacity_for(args.cache_frac)),
-    )?;
+    let cfg = args.config(args.cache.capacity(&trace))?;
     // One policy per kind, or with per-shard routing one per kind and shard.
     let copies = match args.shard_routing {
         ShardRouting::PerShard => args.shards,

@@ -84,7 +84,7 @@ pub fn write_json(
             "queries": trace.len(),
             "train_queries": trace.train_len,
             "test_queries": trace.test_len(),
-            "cache_frac": args.cache_frac,
+            "cache_frac": args.cache.cache_frac,
             "eps": args.eps,
             "concurrency": args.concurrency,
             "rate": results.first().and_then(|r| r.latency.offered_qps),
