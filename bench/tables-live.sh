@@ -28,6 +28,19 @@
 # left out), and per candidate its lowest and mean interval throughput over TRANSITION
 # seconds from the switch relative to the run without a switch (the dip).
 #
+# Scale mode (SCALE_TO set): replicas join and leave a cluster serving a table over virtual
+# homes (`ballot train --virtual-homes`). Each round runs, in an order rotated by round, a
+# cluster that never changes ("none", REPLICAS replicas), one that scales ("scale": SCALE_TO -
+# REPLICAS more replicas, started cold with the others, join through `POST /admin/replicas`
+# SCALE_AFTER seconds into the measured replay, and with SCALE_BACK_AFTER set leave through
+# `DELETE /admin/replicas/NAME` then) and, with SCALE_TABLE set, one of SCALE_TO replicas
+# serving SCALE_TABLE (a table trained for SCALE_TO: the reference for miss bytes, "static").
+# The same interval table as the switch mode, then: the scaled cluster's throughput in the
+# last interval of its first minute on SCALE_TO replicas and over the rest of that phase
+# against the unchanged cluster's over the phase before the event, its miss bytes against the
+# static cluster's over the same intervals, and after the return its throughput against the
+# unchanged cluster's.
+#
 # Not part of CI. Needs python3 (to read the replay reports) and a few minutes per round.
 #
 # Knobs (environment): LOG (a partitioned log directory, date=YYYY-MM-DD/...), FREQ (the
@@ -40,7 +53,9 @@
 # BENCH_DIR (target/bench-tables), BASE_PORT (18600), SKIP_BUILD=1 (use the binaries in
 # target/release), MEASURE_FROM (TEST_DAY: the first measured day); switch mode: SWITCH_TO
 # (candidate tables), SWITCH_AFTER (15 seconds), INTERVAL (5 seconds), TRANSITION (30 seconds: the window after
-# the switch the dip is taken over).
+# the switch the dip is taken over); scale mode: SCALE_TO (the replica count the cluster grows
+# or shrinks to), SCALE_AFTER (60 seconds), SCALE_BACK_AFTER (unset: no return), SCALE_TABLE;
+# RAMP_QUERIES (unset: the balancer's default ramp_queries).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -62,17 +77,28 @@ ROUNDS=${ROUNDS:-2}
 SWITCH_TO=${SWITCH_TO:-}
 MEASURE_FROM=${MEASURE_FROM:-$TEST_DAY}
 SWITCH_AFTER=${SWITCH_AFTER:-15}
+SCALE_TO=${SCALE_TO:-}
+SCALE_AFTER=${SCALE_AFTER:-60}
+SCALE_BACK_AFTER=${SCALE_BACK_AFTER:-}
+SCALE_TABLE=${SCALE_TABLE:-}
 INTERVAL=${INTERVAL:-5}
 TRANSITION=${TRANSITION:-30}
 BENCH_DIR=${BENCH_DIR:-$ROOT/target/bench-tables}
 BASE_PORT=${BASE_PORT:-18600}
 BALLOT_PORT=$((BASE_PORT + 60))
 BALLOT_ADMIN=$((BASE_PORT + 61))
+# Every replica process a run may use: REPLICAS, or SCALE_TO if more.
+STARTED=$REPLICAS
+if [ -n "$SCALE_TO" ] && [ "$SCALE_TO" -gt "$REPLICAS" ]; then STARTED=$SCALE_TO; fi
 PORTS=()
-for i in $(seq 0 $((REPLICAS - 1))); do PORTS+=($((BASE_PORT + i))); done
-for t in $TABLES $SWITCH_TO; do [ -f "$t" ] || { echo "no table $t" >&2; exit 2; }; done
-if [ -n "$SWITCH_TO" ] && [ "$(echo $TABLES | wc -w)" -ne 1 ]; then
-  echo "with SWITCH_TO, TABLES names the served table only" >&2
+for i in $(seq 0 $((STARTED - 1))); do PORTS+=($((BASE_PORT + i))); done
+for t in $TABLES $SWITCH_TO $SCALE_TABLE; do [ -f "$t" ] || { echo "no table $t" >&2; exit 2; }; done
+if [ -n "$SWITCH_TO$SCALE_TO" ] && [ "$(echo $TABLES | wc -w)" -ne 1 ]; then
+  echo "with SWITCH_TO or SCALE_TO, TABLES names the served table only" >&2
+  exit 2
+fi
+if [ -n "$SWITCH_TO" ] && [ -n "$SCALE_TO" ]; then
+  echo "SWITCH_TO and SCALE_TO are separate runs" >&2
   exit 2
 fi
 command -v python3 >/dev/null || { echo "python3 is needed to read the replay reports" >&2; exit 1; }
@@ -111,9 +137,9 @@ trap 'stop_all; rm -rf "$RUN"' EXIT
 trap 'exit 130' INT TERM
 
 
-start_cluster() { # tag table
-  local i
-  start_replicas "$1"
+start_cluster() { # tag table [listed]: STARTED replicas, the first LISTED (REPLICAS) in the config
+  local i listed=${3:-$REPLICAS}
+  REPLICAS=$STARTED start_replicas "$1"
   {
     echo "listen = \"127.0.0.1:$BALLOT_PORT\""
     echo "admin_listen = \"127.0.0.1:$BALLOT_ADMIN\""
@@ -121,11 +147,12 @@ start_cluster() { # tag table
     echo "eps = $EPS"
     echo "load = \"work\""
     echo "request_timeout_ms = 30000"
+    [ -n "${RAMP_QUERIES:-}" ] && echo "ramp_queries = $RAMP_QUERIES"
     echo "[policy]"
     echo "name = \"table\""
     echo "table = \"$2\""
     echo "sizes = \"$INDEX/sizes.parquet\""
-    for i in $(seq 0 $((REPLICAS - 1))); do
+    for i in $(seq 0 $((listed - 1))); do
       echo "[[replicas]]"
       echo "name = \"r$i\""
       echo "address = \"127.0.0.1:${PORTS[$i]}\""
@@ -148,11 +175,34 @@ OUT=$BENCH_DIR/run-$(date +%Y%m%d-%H%M%S)
 mkdir -p "$OUT"
 echo "index: $INDEX ($DOCS docs); $REPLICAS replicas, cache $CACHE_BYTES bytes each ($CACHE_FRAC), $EVICTION, flash $FLASH_MBPS MB/s + $FLASH_US us"
 echo "warm-up: $WARM_FROM..$WARM_TO; measured: $MEASURE_FROM..$TEST_DAY, closed loop, $CONCURRENCY workers; $ROUNDS round(s)"
-if [ -n "$SWITCH_TO" ]; then
-  # --- switch mode ------------------------------------------------------------------------
+if [ -n "$SWITCH_TO$SCALE_TO" ]; then
+  # --- switch and scale modes -------------------------------------------------------------
   SERVED=$TABLES
-  TARGETS=(none $SWITCH_TO)
-  echo "switch: served $SERVED, the candidate posted after ${SWITCH_AFTER}s"
+  if [ -n "$SWITCH_TO" ]; then
+    TARGETS=(none $SWITCH_TO)
+    echo "switch: served $SERVED, the candidate posted after ${SWITCH_AFTER}s"
+  else
+    TARGETS=(none scale)
+    [ -n "$SCALE_TABLE" ] && TARGETS+=(static)
+    echo "scale: served $SERVED on $REPLICAS replicas, $SCALE_TO after ${SCALE_AFTER}s${SCALE_BACK_AFTER:+, $REPLICAS again after ${SCALE_BACK_AFTER}s}"
+  fi
+  admin() { # method path [body]: one admin call, its status code on stdout
+    curl -s -o /dev/null -w '%{http_code}' -X "$1" -H "Authorization: Bearer bench" \
+      ${3:+-H 'Content-Type: application/json' --data "$3"} "http://127.0.0.1:$BALLOT_ADMIN$2"
+  }
+  scale() { # out replicas: the cluster to that many replicas, each call's status on one line
+    local i codes=""
+    if [ "$2" -gt "$REPLICAS" ]; then
+      for i in $(seq "$REPLICAS" $(($2 - 1))); do
+        codes+="$(admin POST /admin/replicas "{\"name\": \"r$i\", \"address\": \"127.0.0.1:${PORTS[$i]}\"}"),"
+      done
+    else
+      for i in $(seq "$2" $((SCALE_TO - 1))); do
+        codes+="$(admin DELETE "/admin/replicas/r$i"),"
+      done
+    fi
+    echo "$(date +%s.%N) $2 ${codes%,}" >>"$1"
+  }
   poll_stats() { # out: every replica's /stats each second, one JSON line per reading
     python3 - "$1" "${PORTS[@]}" <<'PY' &
 import json, sys, time, urllib.request
@@ -180,11 +230,24 @@ PY
       target=${TARGETS[$(((k + round - 1) % n))]}
       tag="s$(((k + round - 1) % n))-$round"
       RUNS+=("$tag=$target")
-      start_cluster "$tag" "$SERVED"
+      case $target in
+        static) start_cluster "$tag" "$SCALE_TABLE" "$SCALE_TO" ;;
+        *) start_cluster "$tag" "$SERVED" ;;
+      esac
       replay_log "$OUT/warm-$tag" --from "$WARM_FROM" --to "$WARM_TO" --concurrency "$CONCURRENCY"
       poll_stats "$OUT/stats-$tag.jsonl"
       date +%s.%N >"$OUT/start-$tag"
-      if [ "$target" != none ]; then
+      if [ "$target" = scale ]; then
+        (
+          sleep "$SCALE_AFTER"
+          scale "$OUT/scale-$tag" "$SCALE_TO"
+          if [ -n "$SCALE_BACK_AFTER" ]; then
+            sleep $((SCALE_BACK_AFTER - SCALE_AFTER))
+            scale "$OUT/scale-$tag" "$REPLICAS"
+          fi
+        ) &
+        PIDS+=($!)
+      elif [ "$target" != none ] && [ "$target" != static ]; then
         (
           sleep "$SWITCH_AFTER"
           date +%s.%N >"$OUT/switch-$tag"
@@ -200,10 +263,11 @@ PY
       echo "  $tag ($target): $(grep -m1 -E 'throughput|ok/s|q/s' "$OUT/test-$tag.txt" || true)"
     done
   done
-  python3 - "$OUT" "$INTERVAL" "$SWITCH_AFTER" "$TRANSITION" "${RUNS[@]}" <<'PY' | tee "$OUT/results.md"
+  python3 - "$OUT" "$INTERVAL" "$SWITCH_AFTER" "$TRANSITION" "$REPLICAS" "${RUNS[@]}" <<'PY' | tee "$OUT/results.md"
 import json, statistics, sys
 out, interval, after, transition = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
-runs = [r.split("=", 1) for r in sys.argv[5:]]
+replicas = int(sys.argv[5])
+runs = [r.split("=", 1) for r in sys.argv[6:]]
 NAN = float("nan")
 def series(tag):
     rep = json.load(open(f"{out}/test-{tag}.json"))
@@ -238,13 +302,22 @@ def series(tag):
         switched = (float(when) - start, code)
     except (FileNotFoundError, ValueError):
         pass
-    return ok, miss, sum(rep["errors"].values()), switched, rep["throughput_qps"]
+    events = []  # scale mode: (seconds into the replay, replicas after, status codes)
+    try:
+        for line in open(f"{out}/scale-{tag}"):
+            when, n, codes = line.split()
+            events.append((float(when) - start, int(n), codes.split(",")))
+    except FileNotFoundError:
+        pass
+    return ok, miss, sum(rep["errors"].values()), switched, rep["throughput_qps"], events
 by = {}
 for tag, target in runs:
     by.setdefault(target, []).append(series(tag))
 targets = list(by)
 lasts = [max(s[0]) + 1 for runs_ in by.values() for s in runs_ if s[0]]
-last = min(lasts) if lasts else 0
+# Switch mode: the intervals every run reached. Scale mode: every interval some run reached
+# (the static cluster ends first); a run that ended shows nan there, left out of the means.
+last = (max(lasts) if "scale" in by else min(lasts)) if lasts else 0
 def med(xs):
     xs = [x for x in xs if x == x]
     return statistics.median(xs) if xs else NAN
@@ -259,12 +332,39 @@ for i in range(last):
     print(f"| {i * interval:.0f} | " + " | ".join(cells) + " |")
 print()
 base = cols["none"][0]
+def mean_over(col, lo, hi):  # the mean of the intervals that start in [lo, hi) seconds
+    xs = [col[i] for i in range(last) if lo <= i * interval < hi and col[i] == col[i]]
+    return statistics.mean(xs) if xs else NAN
+if "scale" in by:
+    evs = [s[5] for s in by["scale"]]
+    print(f"scale events (seconds, replicas after, status codes) per run: {evs}")
+    if all(len(e) >= 1 for e in evs):
+        up = med([e[0][0] for e in evs])
+        down = med([e[1][0] for e in evs if len(e) > 1]) if all(len(e) > 1 for e in evs) else last * interval
+        sc, st = cols["scale"], cols.get("static")
+        before = mean_over(base, 0, up)
+        print(f"before the event: unchanged {before:.1f} ok/s, scaled {mean_over(sc[0], 0, up):.1f} ok/s")
+        first = mean_over(sc[0], up + 60 - interval, up + 60)
+        print(f"the last interval of the first minute after it: {first:.1f} ok/s, "
+              f"{first / before:.3f}x the unchanged cluster before it")
+        phase = mean_over(sc[0], up + 60, down)
+        print(f"from a minute after it to the return: {phase:.1f} ok/s, {phase / before:.3f}x; "
+              f"unchanged cluster {mean_over(base, up + 60, down):.1f} ok/s")
+        if st:
+            m_sc, m_st = mean_over(sc[1], up + 60, down), mean_over(st[1], up + 60, down)
+            print(f"miss bytes over the same intervals: scaled {m_sc:.4f}, static {m_st:.4f} "
+                  f"({m_sc / m_st:.3f}x); static {mean_over(st[0], up + 60, down):.1f} ok/s")
+        if all(len(e) > 1 for e in evs):
+            after_back = mean_over(sc[0], down + 60, last * interval)
+            same = mean_over(base, down + 60, last * interval)
+            print(f"a minute after the return to {replicas}: {after_back:.1f} ok/s, unchanged "
+                  f"cluster {same:.1f} ok/s ({after_back / same:.3f}x)")
 for t in targets:
     runs_ = by[t]
     line = (f"{t}: {' and '.join(f'{s[4]:.1f}' for s in runs_)} ok/s over the whole replay, "
             f"{sum(s[2] for s in runs_)} errors")
     sw = [s[3] for s in runs_ if s[3]]
-    if t != "none":
+    if t not in ("none", "scale", "static"):
         failed = [x for x in sw if x[1] != "200"]
         if len(sw) < len(runs_) or failed:
             line += f"; NOT SWITCHED in {len(runs_) - len(sw) + len(failed)} run(s): {sw}"

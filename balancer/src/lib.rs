@@ -23,6 +23,7 @@ pub mod policy;
 pub mod ramp;
 pub mod ring;
 pub mod shadow;
+pub mod virtual_homes;
 
 pub use load::{load_cap, InFlight, LoadKind, LoadView, StaticLoad, Window, WorkSource};
 

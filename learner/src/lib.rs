@@ -10,7 +10,8 @@
 //! 5. [`refine`]: simulation-driven refinement: replay through the `table` policy in the
 //!    cache simulator, watch where each term was fetched and whether it hit, update;
 //! 6. [`train`](mod@train): the whole job with timings and a [`report`];
-//!    [`stable`] keeps a served table's homes when it retrains (a movement budget).
+//!    [`stable`] keeps a served table's homes when it retrains (a movement budget);
+//!    [`virtual_homes`] splits each replica into homes so the table serves other counts.
 
 pub mod aggregate;
 pub mod graph;
@@ -19,6 +20,7 @@ pub mod refine;
 pub mod report;
 pub mod stable;
 pub mod train;
+pub mod virtual_homes;
 pub mod votes;
 
 pub use train::{train, Progress, Stable, TrainConfig, TrainError, TrainOutput};

@@ -200,7 +200,7 @@ pub struct Refined {
 }
 
 /// Builds the `table` policy for `votes` (the same code `ballot eval` and the balancer use).
-fn table_policy(
+pub(crate) fn table_policy(
     trace: &Trace,
     votes: &TermVotes,
     params: &PolicyParams,

@@ -97,4 +97,21 @@ pub struct TrainReport {
     /// Stable retraining: the train queries' requested bytes whose top vote moved from the
     /// served table's (None: trained from scratch).
     pub movement: Option<Movement>,
+    /// The virtual homes the replicas were split into (None: a plain table).
+    pub virtual_homes: Option<VirtualHomesReport>,
+}
+
+/// The virtual homes of a table trained to serve other replica counts.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct VirtualHomesReport {
+    /// Homes per replica.
+    pub per_replica: u16,
+    /// Homes in all.
+    pub homes: usize,
+    /// The heaviest home's share of the work: how finely the homes can balance.
+    pub heaviest_work_share: f64,
+    /// The replica counts the work was measured on, each with the validation objective of
+    /// the mapping kept there (the miss bytes ratio, or with a flash price the busiest
+    /// replica's flash bytes per query).
+    pub measured: Vec<(u16, f64)>,
 }

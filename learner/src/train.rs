@@ -20,7 +20,7 @@ use crate::aggregate::{aggregate, aggregate_weighted};
 use crate::graph::{build_graph, GraphError};
 use crate::partition::{partition, Partition, PartitionError};
 use crate::refine::{objective, refine, IterationRecord, RefineConfig, Refined};
-use crate::report::{CandidateRecord, GraphStats, StageTime, TrainReport};
+use crate::report::{CandidateRecord, GraphStats, StageTime, TrainReport, VirtualHomesReport};
 use crate::stable::{stable_start, Budget};
 use crate::votes::TermVotes;
 
@@ -70,6 +70,9 @@ pub struct TrainConfig {
     /// Stable retraining: keep the served table's homes, moving at most a share of the
     /// requested bytes ([`crate::stable`]). None: train from scratch.
     pub stable: Option<Stable>,
+    /// Split each replica into this many virtual homes ([`crate::virtual_homes`]), so the
+    /// table serves other replica counts. None: a plain table for `replicas` only.
+    pub virtual_homes: Option<u16>,
 }
 
 /// What stable retraining keeps: the served table, and the share of the train queries'
@@ -101,6 +104,7 @@ impl TrainConfig {
             refine: RefineConfig::default(),
             replay_fit_max: Some(DEFAULT_REPLAY_FIT_MAX),
             stable: None,
+            virtual_homes: None,
         }
     }
 }
@@ -120,6 +124,9 @@ pub enum TrainError {
     /// Building or simulating a table failed.
     #[error("refinement failed: {0}")]
     Refine(String),
+    /// Splitting the replicas into virtual homes failed.
+    #[error("splitting into virtual homes failed: {0}")]
+    VirtualHomes(#[from] crate::virtual_homes::SplitError),
 }
 
 /// One refined candidate: a graph (by index), a METIS imbalance, and how long it took.
@@ -325,6 +332,15 @@ fn check(cfg: &TrainConfig) -> Result<(), TrainError> {
             return Err(TrainError::Config(format!(
                 "the served table has {} replicas, the new one {}",
                 s.served.replicas, cfg.replicas
+            )));
+        }
+    }
+    if let Some(k) = cfg.virtual_homes {
+        let homes = cfg.replicas * usize::from(k);
+        if k < 2 || homes > crate::virtual_homes::MAX_HOMES {
+            return Err(TrainError::Config(format!(
+                "{k} virtual homes per replica: need at least 2, and at most {} homes in all",
+                crate::virtual_homes::MAX_HOMES
             )));
         }
     }
@@ -589,6 +605,7 @@ fn train_prepared(
         voting_terms: refined.best.voting_terms() as u64,
         log_digest,
         movement: None,
+        virtual_homes: None,
     };
     let mut table = refined
         .best
@@ -601,6 +618,48 @@ fn train_prepared(
             format!("{:.6}", m.share()),
         );
         report.movement = Some(m);
+    }
+    if let Some(k) = cfg.virtual_homes {
+        let t0 = Instant::now();
+        let run = crate::virtual_homes::WorkReplay {
+            trace: replayed,
+            sim: &sim,
+            params: &params,
+        };
+        let (votes, mut homes) =
+            crate::virtual_homes::split(&trace, agg, &refined.best, k, cfg.seed, &run)?;
+        let mut metadata = table.metadata.clone();
+        homes.insert_into(&mut metadata);
+        table = votes
+            .to_table(&trace, metadata)
+            .map_err(|e| TrainError::Refine(e.to_string()))?;
+        // The work on every count from half to twice the replicas, as the balancer maps
+        // the homes there.
+        let most = homes.homes().min(balancer::load::MAX_REPLICAS);
+        let counts: Vec<usize> = (cfg.replicas.div_ceil(2)..=(2 * cfg.replicas).min(most))
+            .filter(|&n| n != cfg.replicas)
+            .collect();
+        let price = cfg.refine.flash_price;
+        let score = move |r: &cache_sim::sim::SimResult| objective(r, price);
+        let measured = crate::virtual_homes::measure_counts(
+            &table, &votes, &mut homes, &run, &counts, &score,
+        )?;
+        homes.insert_into(&mut table.metadata);
+        let total: u64 = homes.work.iter().sum();
+        let heaviest = homes.work.iter().copied().max().unwrap_or(0);
+        report.virtual_homes = Some(VirtualHomesReport {
+            per_replica: k,
+            homes: homes.homes(),
+            heaviest_work_share: if total > 0 {
+                heaviest as f64 / total as f64
+            } else {
+                0.0
+            },
+            measured,
+        });
+        let t = stage_time("virtual homes", t0);
+        on_stage(&t);
+        report.timings.push(t);
     }
     Ok(TrainOutput { table, report })
 }

@@ -3,7 +3,9 @@
 //! test part, a table round-trips through Parquet, training is deterministic, and a
 //! refinement that replays only the recent fit queries stays close to the full one, and
 //! training from the fit part's distinct queries with counts (what an engine aggregates)
-//! trains as good a table, and stable retraining keeps within its movement budget.
+//! trains as good a table, and stable retraining keeps within its movement budget, and a
+//! table over virtual homes serves its own replica count as trained and another about as
+//! well as a table trained for it.
 
 use std::sync::Arc;
 
@@ -247,10 +249,15 @@ fn training_from_counts_sees_the_same_fit_part_and_trains_as_well() {
 
 /// The `table` policy with `table` over the test part (R = 4, 5% caches).
 fn on_test(trace: &Trace, table: &VotingTable) -> cache_sim::sim::SimResult {
+    on_test_at(trace, table, 4)
+}
+
+/// The `table` policy with `table` over the test part on `replicas` replicas (5% caches).
+fn on_test_at(trace: &Trace, table: &VotingTable, replicas: usize) -> cache_sim::sim::SimResult {
     let grid = run_grid(
         trace,
         &GridConfig {
-            replicas: 4,
+            replicas,
             cache_fracs: vec![0.05],
             policies: vec![PolicyKind::Table],
             eviction: eviction::EvictionKind::Lru,
@@ -275,6 +282,50 @@ fn busiest_flash_share(trace: &Trace, table: &VotingTable) -> f64 {
         .iter()
         .copied()
         .fold(0.0, f64::max)
+}
+
+#[test]
+fn a_table_over_virtual_homes_votes_as_trained_on_its_replicas_and_balances_on_more() {
+    use balancer::policy::table::TableVotes;
+    use balancer::virtual_homes::for_replicas;
+    let s = setup();
+    let (plain, trace) = run(&s);
+    let (homes, _) = run_tuned(&s, |cfg| cfg.virtual_homes = Some(16));
+    assert_eq!(homes.table.replicas, 64);
+    let vh = homes.table.virtual_homes().unwrap().unwrap();
+    assert_eq!((vh.replicas, vh.trained.len()), (4, 64));
+    assert_eq!(vh.trained[15..17], [0, 1]);
+    let report = homes.report.virtual_homes.as_ref().unwrap();
+    // On the 4 replicas it was trained for, it votes exactly as the plain table.
+    let tb = Arc::new(trace.term_bytes_map());
+    let votes = |t: &VotingTable, r| TableVotes::build(t, r, Arc::clone(&tb)).unwrap();
+    assert_eq!(
+        votes(&homes.table, 4).content_hash(),
+        votes(&plain.table, 4).content_hash()
+    );
+    // On 6 replicas it reads about what a table trained for 6 reads, its busiest replica
+    // no more, without a retrain.
+    let six = for_replicas(&homes.table, 6).unwrap().unwrap();
+    let (trained6, _) = run_tuned(&s, |cfg| cfg.replicas = 6);
+    let (mapped, trained) = (
+        on_test_at(&trace, &six, 6),
+        on_test_at(&trace, &trained6.table, 6),
+    );
+    let busiest =
+        |r: &cache_sim::sim::SimResult| r.flash_shares.iter().copied().fold(0.0, f64::max);
+    assert!(
+        mapped.miss_bytes_ratio <= 1.10 * trained.miss_bytes_ratio,
+        "mapped onto 6: {} against {} trained for 6",
+        mapped.miss_bytes_ratio,
+        trained.miss_bytes_ratio
+    );
+    assert!(
+        busiest(&mapped) <= 1.2 * busiest(&trained),
+        "busiest flash share mapped onto 6: {:?}, trained for 6: {:?}",
+        mapped.flash_shares,
+        trained.flash_shares
+    );
+    assert!(report.heaviest_work_share > 0.0 && report.homes == 64);
 }
 
 #[test]

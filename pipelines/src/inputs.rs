@@ -22,6 +22,26 @@ pub fn day_label(ms: i64) -> String {
     querylog::format_timestamp(ms)[..10].to_owned()
 }
 
+/// A voting table for `replicas` replicas, as the balancer serves it: a plain table must
+/// have been trained for that count; a table over virtual homes is mapped onto them
+/// (`balancer::virtual_homes`). `label` names the table in errors.
+pub fn table_for(
+    table: data::table::VotingTable,
+    replicas: usize,
+    label: &str,
+) -> Result<data::table::VotingTable> {
+    Ok(balancer::virtual_homes::for_replicas(&table, replicas)
+        .with_context(|| format!("{label}: serving it on {replicas} replicas"))?
+        .unwrap_or(table))
+}
+
+/// Reads the voting table at `path` for `replicas` replicas ([`table_for`]).
+pub fn read_table(path: &std::path::Path, replicas: usize) -> Result<data::table::VotingTable> {
+    let r = u16::try_from(replicas).context("--replicas is too large")?;
+    let table = data::table::VotingTable::read_parquet(path, Some(r))?;
+    table_for(table, replicas, &path.display().to_string())
+}
+
 /// Fails unless `value` (of the flag `flag`, e.g. `--cache-frac`) is in (0, 1].
 pub fn check_fraction(flag: &str, value: f64) -> Result<()> {
     if value > 0.0 && value <= 1.0 {

@@ -116,7 +116,8 @@ impl ClusterCli {
 }
 
 /// `ballot eval` as parsed: the grid of policies (`cmd::eval`), or (with `--switch-table`)
-/// the simulation of a live table switch (`cmd::switch`), which shares every other option.
+/// the simulation of a live table switch (`cmd::switch`), or (with `--scale-to`) of a
+/// change of replica count (`cmd::scale`), which share every other option.
 #[derive(clap::Args, Debug)]
 struct EvalCli {
     #[command(flatten)]
@@ -130,7 +131,10 @@ impl EvalCli {
     fn run(&self) -> anyhow::Result<()> {
         if self.switch.switch_table.is_some() {
             cmd::switch::run(&self.eval, &self.switch)
+        } else if let Some(to) = self.switch.scale_to {
+            cmd::scale::run(&self.eval, &self.switch, to)
         } else {
+            self.switch.check_unused()?;
             cmd::eval::run(&self.eval).map(|_| ())
         }
     }

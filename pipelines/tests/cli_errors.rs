@@ -250,6 +250,51 @@ fn real_log_without_sizes_is_an_error() {
 }
 
 #[test]
+fn virtual_homes_flags_are_checked_and_need_a_homes_table() {
+    let dir = tempfile::tempdir().unwrap();
+    assert_clean_failure(
+        &["train", "--virtual-homes", "1", "-o", "t.parquet"],
+        &["1 virtual homes per replica", "at least 2"],
+    );
+    // A plain table is no homes table: named, for both modes that need one.
+    let plain = dir.path().join("plain.parquet");
+    VotingTable::new(8, vec![TableRow::new("hello", 0, 1.0)], Default::default())
+        .unwrap()
+        .write_parquet(&plain)
+        .unwrap();
+    let plain = plain.display().to_string();
+    assert_clean_failure(
+        &[
+            "eval",
+            "--synth-queries",
+            "2000",
+            "--table",
+            &plain,
+            "--movement-from",
+            "4",
+        ],
+        &["plain.parquet", "--virtual-homes"],
+    );
+    assert_clean_failure(
+        &[
+            "eval",
+            "--synth-queries",
+            "2000",
+            "--table",
+            &plain,
+            "--scale-to",
+            "12",
+        ],
+        &["plain.parquet", "--virtual-homes"],
+    );
+    // A usage error: the ramp of a transition that is not simulated.
+    assert_clean_failure(
+        &["eval", "--synth-queries", "2000", "--ramp", "10"],
+        &["--ramp", "--switch-table or --scale-to"],
+    );
+}
+
+#[test]
 fn cache_admission_is_a_share_and_needs_a_table() {
     // A usage error, from the argument parser.
     let out = ballot(&["eval", "--cache-admission", "0.5"]);

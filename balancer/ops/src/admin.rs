@@ -233,6 +233,7 @@ fn table_json(stats: &Stats) -> serde_json::Value {
             "version": t.version,
             "content_hash": t.content_hash,
             "replicas": t.replicas,
+            "virtual_homes": t.virtual_homes,
             "terms": t.terms,
             "votes": t.votes,
             "ramp_progress": t.ramp_progress,
@@ -495,7 +496,7 @@ async fn remove_replica(
     if app.lb.fanout.is_some() {
         return sharded();
     }
-    match app.lb.shards[0].remove_replica(&name) {
+    match app.lb.remove_replica(&name) {
         Ok(rep) => {
             metrics::gauge!(m::IN_FLIGHT, "replica" => rep.name.clone()).set(0.0);
             metrics::gauge!(m::REPLICA_UP, "replica" => rep.name.clone()).set(0.0);

@@ -634,6 +634,87 @@ fn table_votes_fall_to_the_next_ranked_replica_when_drained_or_removed() {
 }
 
 #[test]
+fn a_table_over_virtual_homes_follows_replicas_joining_and_leaving_under_load() {
+    let bs = three();
+    let refs: Vec<&Backend> = bs.iter().collect();
+    let dir = tempfile::tempdir().unwrap();
+    // Eight homes trained onto two replicas, four each, of equal work; term{h} votes for
+    // home h.
+    let mut metadata = BTreeMap::new();
+    data::table::VirtualHomes {
+        replicas: 2,
+        trained: vec![0, 0, 0, 0, 1, 1, 1, 1],
+        work: vec![10; 8],
+        work_at: Default::default(),
+    }
+    .insert_into(&mut metadata);
+    let rows = (0..8u16)
+        .map(|h| TableRow::new(&format!("term{h}"), h, 1.0))
+        .collect();
+    let homes = VotingTable::new(8, rows, metadata).unwrap();
+    let t = write_table(dir.path(), "homes.parquet", &homes);
+    let cfg = config(
+        &refs[..2],
+        &format!("name = \"table\"\ntable = \"{}\"", t.display()),
+        "load = \"in-flight\"\nramp_queries = 0",
+    );
+    let b = spawn_balancer(dir, &cfg);
+    let homes_of = || -> Vec<String> {
+        (0..8)
+            .map(|h| {
+                let r = get(b.addr(), &format!("/search?q=term{h}"));
+                assert_eq!(r.status, 200, "{}", r.text());
+                r.headers["x-ballot-replica"].clone()
+            })
+            .collect()
+    };
+    let table = || -> serde_json::Value {
+        serde_json::from_str(&b.admin("GET", "/admin/table", b"").text()).unwrap()
+    };
+    assert_eq!(
+        (
+            table()["replicas"].as_u64(),
+            table()["virtual_homes"].as_u64()
+        ),
+        (Some(2), Some(8))
+    );
+    let two = homes_of();
+    assert_eq!(two, ["b0", "b0", "b0", "b0", "b1", "b1", "b1", "b1"]);
+
+    // b2 joins under load: the table follows without a restart or a retrain, and no query
+    // fails.
+    let running = Load::start(b.addr(), 4, None);
+    let add = format!("{{\"name\": \"b2\", \"address\": \"{}\"}}", bs[2].address());
+    let r = b.admin("POST", "/admin/replicas", add.as_bytes());
+    assert_eq!(r.status, 201, "{}", r.text());
+    thread::sleep(Duration::from_millis(300));
+    let failed = running.stop();
+    assert!(failed.is_empty(), "{failed:?}");
+    assert_eq!(
+        (table()["replicas"].as_u64(), table()["version"].as_u64()),
+        (Some(3), Some(2))
+    );
+    let three = homes_of();
+    let count = |of: &[String], name: &str| of.iter().filter(|n| *n == name).count();
+    // Eight equal homes on three replicas: 3, 3 and 2; only the two for b2 moved.
+    assert_eq!(count(&three, "b2"), 2, "{three:?}");
+    let moved = two.iter().zip(&three).filter(|(a, b)| a != b).count();
+    assert_eq!(moved, 2, "{two:?} -> {three:?}");
+
+    // b0 leaves under load: its homes go to the others, no query fails.
+    let running = Load::start(b.addr(), 4, None);
+    let r = b.admin("DELETE", "/admin/replicas/b0", b"");
+    assert_eq!(r.status, 200, "{}", r.text());
+    thread::sleep(Duration::from_millis(300));
+    let failed = running.stop();
+    assert!(failed.is_empty(), "{failed:?}");
+    // The mapping is a function of the trained one and the replica set, so every balancer
+    // computes the same: b1 keeps its trained homes, b0's go to b2.
+    let left = homes_of();
+    assert_eq!(left, ["b2", "b2", "b2", "b2", "b1", "b1", "b1", "b1"]);
+}
+
+#[test]
 fn bad_input_is_a_400_json_error_never_a_500() {
     let bs = three();
     let refs: Vec<&Backend> = bs.iter().collect();

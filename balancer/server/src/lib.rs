@@ -48,6 +48,7 @@ use balancer::policy::TermBytes;
 use crate::admit::Admission;
 use crate::config::Validated;
 use crate::hooks::Hooks;
+use crate::replicas::Replica;
 use crate::router::{hash_hex, Router, RouterError};
 use crate::shard::{MembershipError, Shard};
 use crate::stats::{ReplicaStat, Stats, TableStat};
@@ -190,14 +191,49 @@ impl Balancer {
     }
 
     /// Adds a replica to the (only) shard and starts its health checks. Returns its slot.
+    /// A table over virtual homes is mapped onto the new replica set and ramps in.
     pub fn add_replica(&self, name: &str, address: &str) -> Result<usize, MembershipError> {
         let shard = &self.shards[0];
-        let fixed = self.router.table_replicas();
+        let fixed = self.router.fixed_slots();
         let index = shard.add_replica(name, address, fixed, |n| self.router.resize(n))?;
         if let Some((_, rep)) = shard.members.load().find(name) {
             health::spawn(Arc::clone(rep), self.cfg.config.health.clone());
         }
+        self.rescale_table();
         Ok(index)
+    }
+
+    /// Removes a replica from the (only) shard; its slot stays empty. A table over virtual
+    /// homes is mapped onto the remaining replicas and ramps in.
+    pub fn remove_replica(&self, name: &str) -> Result<Arc<Replica>, MembershipError> {
+        let rep = self.shards[0].remove_replica(name)?;
+        self.rescale_table();
+        Ok(rep)
+    }
+
+    /// The slots of the (only) shard that hold a replica.
+    pub fn live_slots(&self) -> Vec<u16> {
+        let members = self.shards[0].members.load();
+        (0..members.slots.len())
+            .filter(|&i| members.slots[i].is_some())
+            .map(|i| i as u16)
+            .collect()
+    }
+
+    /// Maps a table over virtual homes onto the replicas now ([`Router::rescale`]); a
+    /// failure keeps the table serving as it was and is logged.
+    pub(crate) fn rescale_table(&self) {
+        let start = std::time::Instant::now();
+        match self.router.rescale(|| self.live_slots()) {
+            Ok(Some(version)) => tracing::info!(
+                "table version {version}: virtual homes mapped onto {} replicas in {:.3}s, ramping over {} queries",
+                self.live_slots().len(),
+                start.elapsed().as_secs_f64(),
+                self.cfg.config.ramp_queries
+            ),
+            Ok(None) => {}
+            Err(e) => tracing::warn!("the table keeps its homes where they were: {e}"),
+        }
     }
 
     /// The balancer now, for the operator's surfaces.
@@ -207,6 +243,7 @@ impl Balancer {
             version: t.version,
             content_hash: hash_hex(t.content_hash),
             replicas: t.replicas,
+            virtual_homes: t.homes.as_ref().map(|h| usize::from(h.replicas)),
             terms: t.current.terms(),
             votes: t.current.vote_count(),
             ramp_progress: t.progress(),

@@ -53,6 +53,8 @@ metrics! {
     TABLE_LOADED_AT = "ballot_table_loaded_timestamp_seconds", describe_gauge, "Unix time the table was loaded";
     /// Rejected table reloads.
     RELOAD_FAILURES = "ballot_table_reload_failures_total", describe_counter, "Rejected voting-table reloads";
+    /// Tables over virtual homes mapped onto a changed replica set and ramped in.
+    RESCALES = "ballot_table_rescales_total", describe_counter, "Tables over virtual homes remapped onto a changed replica set";
     /// Progress of the table ramp, 0 to 1 (1 when no ramp runs).
     RAMP_PROGRESS = "ballot_table_ramp_progress", describe_gauge, "Table ramp progress, 0 to 1";
     /// Client requests refused, or routed by the fallback policy without a query, by kind

@@ -51,29 +51,51 @@ pub enum ReloadError {
 }
 
 /// A compiled table, the Parquet file it will be served as, and seconds to load it.
-pub type Compiled = (TableVotes, hyper::body::Bytes, f64);
+pub struct Compiled {
+    /// The compiled votes.
+    pub votes: TableVotes,
+    /// The table as read (over virtual homes, if it is), as `GET /admin/table/parquet`
+    /// serves it.
+    pub parquet: hyper::body::Bytes,
+    /// Seconds to read and compile.
+    pub seconds: f64,
+    /// The table, if it is over virtual homes ([`crate::router::Router::rescale`]).
+    pub homes: Option<Arc<VotingTable>>,
+}
 
-/// Reads, validates and compiles a table for `replicas` replicas (blocking).
+/// Reads, validates and compiles a table for a balancer whose table has `columns` columns
+/// and whose replicas are in slots `live` (blocking): a plain table must have `columns`
+/// replicas, a table over virtual homes is mapped onto the live slots.
 pub fn compile(
     source: Source,
-    replicas: usize,
+    columns: usize,
+    live: &[u16],
     term_bytes: Arc<TermBytes>,
 ) -> Result<Compiled, ReloadError> {
     let start = Instant::now();
-    let expected = u16::try_from(replicas).ok();
+    let invalid = |e: &dyn std::fmt::Display| ReloadError::Invalid(e.to_string());
+    let expected = u16::try_from(columns).ok();
     let table = match source {
         Source::Path(p) => VotingTable::read_parquet(&p, expected),
         Source::Bytes(b) => VotingTable::from_parquet_bytes(b, Path::new("<upload>"), expected),
     }
-    .map_err(|e| ReloadError::Invalid(e.to_string()))?;
-    let votes = TableVotes::build(&table, replicas, term_bytes)
-        .map_err(|e| ReloadError::Invalid(e.to_string()))?;
+    .map_err(|e| invalid(&e))?;
+    let votes = match balancer::virtual_homes::for_slots(&table, live).map_err(|e| invalid(&e))? {
+        Some(mapped) => TableVotes::build(&mapped, usize::from(mapped.replicas), term_bytes),
+        None => TableVotes::build(&table, columns, term_bytes),
+    }
+    .map_err(|e| invalid(&e))?;
     // Re-encoded from the validated rows: what `GET /admin/table/parquet` serves is what
     // routes.
     let parquet = table
         .to_parquet_bytes(Path::new("<table>"))
-        .map_err(|e| ReloadError::Invalid(e.to_string()))?;
-    Ok((votes, parquet.into(), start.elapsed().as_secs_f64()))
+        .map_err(|e| invalid(&e))?;
+    Ok(Compiled {
+        votes,
+        parquet: parquet.into(),
+        seconds: start.elapsed().as_secs_f64(),
+        homes: crate::router::homes_of(&table),
+    })
 }
 
 /// A table validated without being installed (`POST /admin/table?check=true`).
@@ -95,7 +117,7 @@ pub struct Checked {
 /// balancer would take it, for a promotion to several balancers that switches all of them
 /// or none (`ballot retrain`).
 pub async fn check(lb: &Balancer, source: Source) -> Result<Checked, ReloadError> {
-    let (votes, _, _) = compile_off_path(lb, source).await?;
+    let votes = compile_off_path(lb, source).await?.votes;
     let replicas = votes.replicas();
     Ok(Checked {
         checked: true,
@@ -133,24 +155,33 @@ pub async fn reload(lb: &Balancer, source: Source) -> Result<Loaded, ReloadError
     result
 }
 
-/// Reads and compiles a table for the served table's replica count on a blocking thread.
+/// Reads and compiles a table for the served table's columns and the live replicas on a
+/// blocking thread.
 async fn compile_off_path(lb: &Balancer, source: Source) -> Result<Compiled, ReloadError> {
-    let Some(replicas) = lb.router.table_replicas() else {
+    let Some(columns) = lb.router.table_replicas() else {
         return Err(ReloadError::NoTable(lb.router.kind.to_string()));
     };
+    let live = lb.live_slots();
     let term_bytes = Arc::clone(&lb.router.term_bytes);
-    tokio::task::spawn_blocking(move || compile(source, replicas, term_bytes))
+    tokio::task::spawn_blocking(move || compile(source, columns, &live, term_bytes))
         .await
         .map_err(|e| ReloadError::Invalid(format!("table loader failed: {e}")))?
 }
 
 async fn reload_inner(lb: &Balancer, source: Source) -> Result<Loaded, ReloadError> {
-    let (votes, parquet, load_seconds) = compile_off_path(lb, source).await?;
+    let Compiled {
+        votes,
+        parquet,
+        seconds: load_seconds,
+        homes,
+    } = compile_off_path(lb, source).await?;
     let (terms, nvotes) = (votes.terms(), votes.vote_count());
     let version = lb
         .router
-        .install_table(votes, parquet)
+        .install_table(votes, parquet, homes)
         .map_err(|e| ReloadError::NoTable(e.to_string()))?;
+    // A replica that joined or left while the table compiled: map it onto them now.
+    lb.rescale_table();
     record_load(version, load_seconds);
     Ok(Loaded {
         version,

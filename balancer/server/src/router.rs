@@ -19,6 +19,7 @@ use balancer::policy::{
 };
 use balancer::ramp::{RampPolicy, RampedTable, SharedVotes};
 use balancer_routes::Fallback;
+use data::table::VotingTable;
 use hyper::body::Bytes;
 
 use crate::config::Validated;
@@ -45,6 +46,9 @@ pub enum RouterError {
     /// The initial table could not be kept as Parquet for `GET /admin/table/parquet`.
     #[error("the voting table cannot be serialized: {0}")]
     Table(String),
+    /// Another table was installed while this one was compiled for the one it replaced.
+    #[error("table version {0} was replaced while it was being remapped")]
+    Superseded(u64),
 }
 
 /// The voting table being served, and its ramp while one runs.
@@ -52,7 +56,8 @@ pub enum RouterError {
 pub struct TableInfo {
     /// 1 at start, +1 per accepted reload.
     pub version: u64,
-    /// Replica count of the table.
+    /// Columns of the compiled table: the replica count, or for a table over virtual homes
+    /// one past the highest slot it serves.
     pub replicas: usize,
     /// [`TableVotes::content_hash`] of the newest table.
     pub content_hash: u64,
@@ -67,6 +72,9 @@ pub struct TableInfo {
     pub previous: Option<Arc<TableVotes>>,
     /// Unix time `current` was loaded.
     pub loaded_at: f64,
+    /// A table over virtual homes behind `current`, kept to map it onto the replicas again
+    /// when they change ([`Router::rescale`]); `None` for a plain table.
+    pub homes: Option<Arc<VotingTable>>,
 }
 
 impl TableInfo {
@@ -114,6 +122,9 @@ pub struct Router {
     ramp_queries: u64,
     shadow_bytes: Option<u64>,
     lock: Mutex<()>,
+    /// Serializes [`Router::rescale`]: a compile for an older replica set never lands after
+    /// one for a newer set.
+    rescale_lock: Mutex<()>,
 }
 
 impl Router {
@@ -147,6 +158,7 @@ impl Router {
             ramp_queries: c.ramp_queries,
             shadow_bytes: c.shadow.as_ref().map(|s| s.cache_bytes),
             lock: Mutex::new(()),
+            rescale_lock: Mutex::new(()),
         };
         // The configured policy replaces the stand-in above before anything routes.
         let routing = match (router.kind, table) {
@@ -191,6 +203,7 @@ impl Router {
                 ramp: None,
                 previous: None,
                 loaded_at: crate::stats::unix_now(),
+                homes: homes_of(table),
             }),
         })
     }
@@ -223,6 +236,54 @@ impl Router {
         self.routing.load().table.as_ref().map(|t| t.replicas)
     }
 
+    /// The slot count a plain table fixes (`None` for other policies and for a table over
+    /// virtual homes, which follows the replicas: [`Router::rescale`]).
+    pub fn fixed_slots(&self) -> Option<usize> {
+        let routing = self.routing.load();
+        let table = routing.table.as_ref()?;
+        table.homes.is_none().then_some(table.replicas)
+    }
+
+    /// Maps the table over virtual homes onto the replicas in the slots `live` lists now
+    /// (`balancer::virtual_homes`) and ramps the result in like a reload: homes that change
+    /// replica move over `ramp_queries` queries. Returns the new version, or `None` for a
+    /// plain table or when the mapping did not change.
+    pub fn rescale(&self, live: impl FnOnce() -> Vec<u16>) -> Result<Option<u64>, RouterError> {
+        let _one_at_a_time = self.rescale_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let snapshot = self.routing.load_full();
+        let Some((homes, table)) = snapshot
+            .table
+            .as_ref()
+            .and_then(|t| t.homes.clone().map(|h| (h, t)))
+        else {
+            return Ok(None);
+        };
+        let mapped = balancer::virtual_homes::for_slots(&homes, &live())
+            .map_err(|e| PolicyError::VirtualHomes(e.to_string()))?;
+        let Some(mapped) = mapped else {
+            return Ok(None);
+        };
+        let votes = TableVotes::build(
+            &mapped,
+            usize::from(mapped.replicas),
+            Arc::clone(&self.term_bytes),
+        )?;
+        if votes.content_hash() == table.content_hash {
+            return Ok(None);
+        }
+        // A reload may have installed another table meanwhile: it was compiled for the
+        // replicas as they are, and a later rescale follows any change.
+        let over = Some(table.version);
+        match self.install(votes, table.parquet.clone(), Some(homes), over) {
+            Ok(version) => {
+                metrics::counter!(m::RESCALES).increment(1);
+                Ok(Some(version))
+            }
+            Err(RouterError::Superseded(_)) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Rebuilds a policy other than `table` for `replicas` slots (a replica was added past
     /// the last slot), before the new slot becomes visible.
     pub fn resize(&self, replicas: usize) -> Result<(), PolicyError> {
@@ -239,18 +300,41 @@ impl Router {
     }
 
     /// Swaps in a compiled table, ramping it in over `ramp_queries` routed queries (a
-    /// ramp still running is frozen where it is and ramps out). Returns the new version.
-    pub fn install_table(&self, votes: TableVotes, parquet: Bytes) -> Result<u64, RouterError> {
+    /// ramp still running is frozen where it is and ramps out). `homes` is the table over
+    /// virtual homes it was compiled from, if it was. Returns the new version.
+    pub fn install_table(
+        &self,
+        votes: TableVotes,
+        parquet: Bytes,
+        homes: Option<Arc<VotingTable>>,
+    ) -> Result<u64, RouterError> {
+        self.install(votes, parquet, homes, None)
+    }
+
+    /// [`Router::install_table`], only over table version `over` when given (else
+    /// [`RouterError::Superseded`]).
+    fn install(
+        &self,
+        votes: TableVotes,
+        parquet: Bytes,
+        homes: Option<Arc<VotingTable>>,
+        over: Option<u64>,
+    ) -> Result<u64, RouterError> {
         let _guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
         let old = self.routing.load();
         let Some(old_table) = &old.table else {
             return Err(RouterError::NoTable(self.kind));
         };
+        if over.is_some_and(|v| v != old_table.version) {
+            return Err(RouterError::Superseded(old_table.version));
+        }
         let old_votes: SharedVotes = match &old_table.ramp {
             Some(r) => r.frozen(),
             None => Arc::clone(&old_table.current) as SharedVotes,
         };
         let new = Arc::new(votes);
+        // A rescale can widen or narrow the table; the ramp routes over both.
+        let columns = new.replicas();
         self.log_rule(&new);
         let (policy, ramp): (Arc<dyn RoutingPolicy>, _) = if self.ramp_queries == 0 {
             let policy = TablePolicy::from_votes(Arc::clone(&new), self.eps, self.homes)
@@ -259,7 +343,7 @@ impl Router {
         } else {
             let ramp = Arc::new(RampPolicy::new(
                 RampedTable::new(old_votes, Arc::clone(&new) as SharedVotes),
-                old_table.replicas,
+                old_table.replicas.max(columns),
                 self.eps,
                 self.homes,
                 0,
@@ -275,13 +359,14 @@ impl Router {
             policy,
             table: Some(TableInfo {
                 version,
-                replicas: old_table.replicas,
+                replicas: columns,
                 content_hash,
                 current: new,
                 parquet,
                 ramp,
                 previous,
                 loaded_at: crate::stats::unix_now(),
+                homes,
             }),
         }));
         metrics::gauge!(m::TABLE_VERSION).set(version as f64);
@@ -355,4 +440,9 @@ pub fn publish_content_hash(old: Option<u64>, new: u64) {
 /// A content hash as `/admin/table` and the metrics write it.
 pub fn hash_hex(hash: u64) -> String {
     format!("{hash:016x}")
+}
+
+/// `table` kept for [`Router::rescale`] if it is over virtual homes.
+pub fn homes_of(table: &VotingTable) -> Option<Arc<VotingTable>> {
+    matches!(table.virtual_homes(), Ok(Some(_))).then(|| Arc::new(table.clone()))
 }

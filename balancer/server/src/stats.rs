@@ -164,8 +164,11 @@ pub struct TableStat {
     pub version: u64,
     /// Its content hash, hex.
     pub content_hash: String,
-    /// Its replica count.
+    /// Its columns: the replica count, or for a table over virtual homes one past the
+    /// highest slot it serves.
     pub replicas: usize,
+    /// For a table over virtual homes: how many homes it has (it follows the replicas).
+    pub virtual_homes: Option<usize>,
     /// Terms in it.
     pub terms: usize,
     /// Positive votes in it.

@@ -38,7 +38,7 @@ fn server_routing_over_a_ramp_never_allocates() {
     let shard = Shard::new(&cfg, 0, None).expect("shard");
     let votes = TableVotes::build(&new, REPLICAS, tb).expect("table");
     router
-        .install_table(votes, Vec::new().into())
+        .install_table(votes, Vec::new().into(), None)
         .expect("ramp starts");
     // Requests in flight on some replicas, one drained: the view reads the atomics.
     let members = shard.members.load();

@@ -355,6 +355,10 @@ pub enum PolicyError {
         /// Its value.
         value: String,
     },
+    /// A table over virtual homes cannot serve this replica count, or its homes are
+    /// invalid ([`crate::virtual_homes`]).
+    #[error("the voting table's virtual homes: {0}")]
+    VirtualHomes(String),
 }
 
 impl From<RingError> for PolicyError {

@@ -51,7 +51,10 @@ impl TableVotes {
     /// Compiles `table` for `replicas` replicas; terms missing from it fall back to
     /// `term_bytes`-weighted stand-in votes.
     ///
-    /// Errors if the table was learned for another replica count, or (for a table that
+    /// A table over virtual homes is first mapped onto the replicas
+    /// ([`crate::virtual_homes::for_replicas`]).
+    ///
+    /// Errors if a plain table was learned for another replica count, or (for a table that
     /// skipped `data`'s validation) a row names a replica out of range or has a negative or
     /// non-finite weight.
     pub fn build(
@@ -61,6 +64,11 @@ impl TableVotes {
     ) -> Result<Self, PolicyError> {
         if replicas == 0 || replicas > MAX_REPLICAS {
             return Err(PolicyError::Replicas(replicas));
+        }
+        let mapped = crate::virtual_homes::for_replicas(table, replicas)
+            .map_err(|e| PolicyError::VirtualHomes(e.to_string()))?;
+        if let Some(mapped) = mapped {
+            return Self::build(&mapped, replicas, term_bytes);
         }
         if usize::from(table.replicas) != replicas {
             return Err(PolicyError::TableReplicas {

@@ -10,6 +10,7 @@
 //! - [`bound`] is the reference point: one cache of R times the capacity.
 //! - [`grid`] runs many (policy, cache size) configurations in parallel.
 //! - [`switch`] simulates a live switch between two voting tables, ramped or instant.
+//! - [`scale`] simulates replicas joining or leaving under a table over virtual homes.
 //! - [`movement`] measures what a table change moves: requested bytes whose top vote changes.
 //! - [`misses`] classes a table's test lookups by the role of their replica for the term.
 //! - [`parts`] watches a replay's flash bytes per replica over parts of the test stream.
@@ -21,6 +22,7 @@ pub mod misses;
 pub mod movement;
 pub mod parts;
 pub mod replay;
+pub mod scale;
 pub mod switch;
 mod table_terms;
 pub mod trace;

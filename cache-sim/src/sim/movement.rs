@@ -15,8 +15,9 @@
 
 use std::ops::Range;
 
-use balancer::policy::vote::{top_ranked, VoteSource};
+use balancer::policy::vote::top_ranked;
 use balancer::policy::PolicyError;
+use balancer::ring::Ring;
 use data::table::VotingTable;
 use data::tokenizer::MAX_TERMS;
 use serde::Serialize;
@@ -109,33 +110,60 @@ pub fn movement(old: &[Option<u16>], new: &[Option<u16>], requested: &[u64]) -> 
 
 /// The movement of `queries` of `trace` from `old`'s first choices to `new`'s: a query
 /// moves when `old` places it and `new` places it elsewhere or not at all; it weighs the
-/// postings bytes it requests.
+/// postings bytes it requests. Each table routes over its own replica count, so this also
+/// measures a table served on more or fewer replicas (`balancer::virtual_homes`).
 pub fn query_movement(
     trace: &Trace,
     queries: Range<usize>,
     old: &VotingTable,
     new: &VotingTable,
 ) -> Result<Movement, PolicyError> {
-    let r = usize::from(old.replicas);
-    let (old, new) = (compile_table(trace, old, r)?, compile_table(trace, new, r)?);
+    let (r_old, r_new) = (usize::from(old.replicas), usize::from(new.replicas));
+    let (old, new) = (
+        compile_table(trace, old, r_old)?,
+        compile_table(trace, new, r_new)?,
+    );
     // The first choice: the top-ranked replica before the load bound, as the balancer ranks.
-    let first = |votes: &dyn VoteSource, hashes: &[u64]| top_ranked(&votes.score(hashes), r);
-    let mut m = Movement::default();
     let mut hashes = [0u64; MAX_TERMS];
-    for q in queries {
+    Ok(moved_queries(trace, queries, |q| {
         let n = trace.fill_term_hashes(q, &mut hashes);
+        let from = top_ranked(&old.score(&hashes[..n]), r_old);
+        (from, top_ranked(&new.score(&hashes[..n]), r_new))
+    }))
+}
+
+/// The movement of `queries` of `trace` when consistent hashing's ring `old` becomes `new`
+/// (each query placed at the owner of its hash, as `ch-bl` and `query-hash` place it
+/// before their load bounds): what a table's movement on a change of replica count
+/// compares with.
+pub fn ring_movement(trace: &Trace, queries: Range<usize>, old: &Ring, new: &Ring) -> Movement {
+    moved_queries(trace, queries, |q| {
+        let key = trace.query_hashes[q];
+        (Some(old.owner(key)), Some(new.owner(key)))
+    })
+}
+
+/// Sums the requested bytes of `queries`, and of those whose placement `(before, after)`
+/// changed from a placed one.
+fn moved_queries(
+    trace: &Trace,
+    queries: Range<usize>,
+    mut place: impl FnMut(usize) -> (Option<usize>, Option<usize>),
+) -> Movement {
+    let mut m = Movement::default();
+    for q in queries {
         let bytes: u64 = trace
             .terms(q)
             .iter()
             .map(|&t| trace.term_bytes[t as usize])
             .sum();
         m.requested_bytes += bytes;
-        let from = first(old.as_ref(), &hashes[..n]);
-        if from.is_some() && first(new.as_ref(), &hashes[..n]) != from {
+        let (from, to) = place(q);
+        if from.is_some() && to != from {
             m.moved_bytes += bytes;
         }
     }
-    Ok(m)
+    m
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use balancer::load::{Signaled, Signals};
+use balancer::load::{first_n_bits, LoadView, Signaled, Signals};
 use balancer::policy::{Decision, QueryKey, RoutingPolicy, DEFAULT_TERM_BYTES};
 use balancer::shadow::{FixedOwners, Owner, Owners, Shadow};
 use data::rng::Rng;
@@ -157,10 +157,25 @@ pub fn replay<O: Observer>(
     cfg: &SimConfig,
     observer: &mut O,
 ) -> SimResult {
+    let every = first_n_bits(cfg.replicas);
+    replay_live(trace, policy, cfg, &|_| every, observer)
+}
+
+/// [`replay`] with replicas joining and leaving: query `q` may go only to the replicas
+/// whose bits `live(q)` sets (a replica that is not live yet gets nothing; its cache starts
+/// cold when it joins).
+pub fn replay_live<O: Observer>(
+    trace: &Trace,
+    policy: &dyn RoutingPolicy,
+    cfg: &SimConfig,
+    live: &dyn Fn(usize) -> u64,
+    observer: &mut O,
+) -> SimResult {
     struct Run<'a, O> {
         trace: &'a Trace,
         policy: &'a dyn RoutingPolicy,
         cfg: &'a SimConfig,
+        live: &'a dyn Fn(usize) -> u64,
         observer: &'a mut O,
     }
     impl<O: Observer> CacheVisitor for Run<'_, O> {
@@ -174,6 +189,7 @@ pub fn replay<O: Observer>(
                 self.policy,
                 self.cfg,
                 &mut caches,
+                self.live,
                 self.observer,
             )
         }
@@ -184,17 +200,20 @@ pub fn replay<O: Observer>(
             trace,
             policy,
             cfg,
+            live,
             observer,
         },
     )
 }
 
-/// Replays into caller-provided caches (already warm, for example), one per replica.
+/// Replays into caller-provided caches (already warm, for example), one per replica, query
+/// `q` over the replicas `live(q)` sets.
 pub fn replay_into<C: Cache, O: Observer>(
     trace: &Trace,
     policy: &dyn RoutingPolicy,
     cfg: &SimConfig,
     caches: &mut [C],
+    live: &dyn Fn(usize) -> u64,
     observer: &mut O,
 ) -> SimResult {
     let start = Instant::now();
@@ -231,9 +250,13 @@ pub fn replay_into<C: Cache, O: Observer>(
             latency: None,
             shadow: shadow.as_ref().map(|s| (s, &FixedOwners as &dyn Owners)),
         };
+        let view = Live {
+            base: &load,
+            live: live(q),
+        };
         let decision = policy
-            .route(&key, &Signaled::new(&load, signals), &mut rng)
-            .expect("every simulated replica is live");
+            .route(&key, &Signaled::new(&view, signals), &mut rng)
+            .expect("a simulated replica is live");
         let replica = decision.replica;
         if let Some(s) = &shadow {
             // The replica's admission rule, by the term of each hash (a query's few).
@@ -318,6 +341,39 @@ pub fn replay_into<C: Cache, O: Observer>(
         novel_miss_bytes_ratio: ratio(novel_missed, novel_requested),
         total_lookups,
         seconds: start.elapsed().as_secs_f64(),
+    }
+}
+
+/// A load view whose live replicas are `live`: the replay's window with replicas joining
+/// and leaving.
+struct Live<'a> {
+    base: &'a Window,
+    live: u64,
+}
+
+impl LoadView for Live<'_> {
+    fn replicas(&self) -> usize {
+        self.base.replicas()
+    }
+
+    #[inline]
+    fn load(&self, replica: usize) -> u64 {
+        self.base.load(replica)
+    }
+
+    #[inline]
+    fn total(&self) -> u64 {
+        self.base.total()
+    }
+
+    #[inline]
+    fn live_bits(&self) -> u64 {
+        self.live & self.base.live_bits()
+    }
+
+    #[inline]
+    fn below_cap_bits(&self, mask: u64, cap: u64) -> u64 {
+        self.base.below_cap_bits(mask & self.live, cap)
     }
 }
 

@@ -90,6 +90,11 @@ impl<'a> WindowedMisses<'a> {
     pub fn window(&self) -> usize {
         self.window
     }
+
+    /// Requested and missed bytes of each window, in order.
+    pub(crate) fn totals(&self) -> (&[u64], &[u64]) {
+        (&self.requested, &self.missed)
+    }
 }
 
 impl Observer for WindowedMisses<'_> {

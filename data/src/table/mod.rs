@@ -21,8 +21,10 @@
 
 mod limits;
 mod pages;
+mod virtual_homes;
 
 pub use limits::{Limit, TableLimits};
+pub use virtual_homes::{VirtualHomes, KEY_VHOMES_REPLICAS, KEY_VHOMES_TRAINED, KEY_VHOMES_WORK};
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -276,7 +278,14 @@ impl VotingTable {
                 ));
             }
         }
+        VirtualHomes::from_metadata(&self.metadata, self.replicas, path)?;
         Ok(())
+    }
+
+    /// The virtual homes of a homes table (module `virtual_homes`), `None` for a plain table. Loading
+    /// validated them, so this fails only for a table built without [`VotingTable::new`].
+    pub fn virtual_homes(&self) -> Result<Option<VirtualHomes>, TableError> {
+        VirtualHomes::from_metadata(&self.metadata, self.replicas, Path::new("<table>"))
     }
 
     /// Number of distinct terms.
@@ -683,9 +692,15 @@ fn resolve_replicas(
         })?),
         None => None,
     };
+    // A homes table serves any replica count up to its home count (module `virtual_homes`).
+    let serves_any = metadata.contains_key(KEY_VHOMES_REPLICAS);
     match (declared, expected) {
-        (Some(d), Some(e)) if d != e => Err(meta_err(format!(
-            "table was built for {d} replicas but {e} are configured"
+        (Some(d), Some(e)) if serves_any && e > d => Err(meta_err(format!(
+            "table has {d} homes, too few for {e} replicas"
+        ))),
+        (Some(d), Some(e)) if d != e && !serves_any => Err(meta_err(format!(
+            "table was built for {d} replicas but {e} are configured (a table trained with \
+             --virtual-homes serves other counts)"
         ))),
         (Some(d), _) => Ok(d),
         (None, Some(e)) => Ok(e),

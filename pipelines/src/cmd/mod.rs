@@ -9,6 +9,7 @@ pub mod explain;
 pub mod grid;
 pub mod replay;
 pub mod retrain;
+pub mod scale;
 pub mod simulate;
 pub mod switch;
 pub mod train;

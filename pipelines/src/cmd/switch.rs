@@ -25,7 +25,7 @@ use crate::chart::{line_chart, Series};
 use crate::json::write_json;
 use crate::progress::Stage;
 
-/// The table-switch options of `ballot eval`.
+/// The table-switch and scale options of `ballot eval`.
 #[derive(Args, Debug)]
 pub struct SwitchArgs {
     /// Simulate a live switch from voting table OLD to NEW at the test part's midpoint,
@@ -38,12 +38,50 @@ pub struct SwitchArgs {
         conflicts_with_all = ["policies", "table"]
     )]
     pub switch_table: Option<Vec<PathBuf>>,
-    /// With --switch-table: queries over which the ramp moves every query to NEW.
-    #[arg(long, default_value_t = DEFAULT_RAMP, requires = "switch_table")]
-    pub ramp: usize,
-    /// With --switch-table: reporting window, in test queries.
-    #[arg(long, default_value_t = DEFAULT_SWITCH_WINDOW, requires = "switch_table")]
-    pub switch_window: usize,
+    /// Simulate the replica count changing from --replicas to R2 at the test part's midpoint
+    /// (or --at-query): the --table, trained with --virtual-homes, mapped onto the new
+    /// replicas and ramped in as the balancer does; a mode of its own.
+    #[arg(
+        long,
+        value_name = "R2",
+        requires = "table",
+        conflicts_with_all = ["policies", "switch_table"]
+    )]
+    pub scale_to: Option<usize>,
+    /// With --scale-to: the test query at which the replicas change (default: the midpoint).
+    #[arg(long, value_name = "N", requires = "scale_to")]
+    pub at_query: Option<usize>,
+    /// With --switch-table or --scale-to: queries over which the ramp moves every query to
+    /// the new table (default 2000).
+    #[arg(long)]
+    pub ramp: Option<usize>,
+    /// With --switch-table or --scale-to: reporting window, in test queries (default 2000).
+    #[arg(long)]
+    pub switch_window: Option<usize>,
+}
+
+impl SwitchArgs {
+    /// The ramp length asked for, or the default.
+    pub fn ramp(&self) -> usize {
+        self.ramp.unwrap_or(DEFAULT_RAMP)
+    }
+
+    /// The reporting window asked for (at least 1), or the default.
+    pub fn window(&self) -> Result<usize> {
+        match self.switch_window {
+            Some(0) => bail!("--switch-window must be at least 1"),
+            Some(w) => Ok(w),
+            None => Ok(DEFAULT_SWITCH_WINDOW),
+        }
+    }
+
+    /// Fails if a transition option is given without a transition to simulate.
+    pub fn check_unused(&self) -> Result<()> {
+        if self.ramp.is_some() || self.switch_window.is_some() {
+            bail!("--ramp and --switch-window need --switch-table or --scale-to");
+        }
+        Ok(())
+    }
 }
 
 /// Reads one voting table of the switch, naming it in errors.
@@ -62,9 +100,7 @@ pub fn run(args: &EvalArgs, switch: &SwitchArgs) -> Result<()> {
         [f] => *f,
         _ => bail!("--switch-table simulates one cache size: give a single --cache-frac"),
     };
-    if switch.switch_window == 0 {
-        bail!("--switch-window must be at least 1");
-    }
+    let window = switch.window()?;
     let old = read_table(old_path)?;
     let new = read_table(new_path)?;
     if new.replicas != old.replicas {
@@ -90,22 +126,14 @@ pub fn run(args: &EvalArgs, switch: &SwitchArgs) -> Result<()> {
     if trace.test_len() == 0 {
         bail!("{label}: the test part is empty");
     }
-    let cfg = SwitchConfig {
-        sim: SimConfig {
-            admission: None,
-            replicas: args.replicas,
-            capacity_bytes: trace.capacity_for(cache_frac),
-            eviction: args.eviction,
-            window: args.window,
-            seed: args.seed,
-            load: args.routing.sim_load_for(balancer::PolicyKind::Table)?,
-        },
-        eps: args.eps,
-        homes: args.routing.homes,
-        at: trace.test_len() / 2,
-        ramp: switch.ramp,
-        window: switch.switch_window,
-    };
+    let cfg = change_config(
+        args,
+        &trace,
+        cache_frac,
+        trace.test_len() / 2,
+        switch.ramp(),
+        window,
+    )?;
     let stage = Stage::start("simulating the switch, instant and ramped");
     let report = simulate_switch(&trace, &old, &new, &cfg)
         .with_context(|| format!("{} -> {}", old_path.display(), new_path.display()))?;
@@ -126,6 +154,34 @@ pub fn run(args: &EvalArgs, switch: &SwitchArgs) -> Result<()> {
         draw(path, &report, args.replicas)?;
     }
     Ok(())
+}
+
+/// The change `eval`'s options describe, at test query `at` (the switch's and the scale
+/// mode's): the table's load, eps and home share, one cache size.
+pub(crate) fn change_config(
+    args: &EvalArgs,
+    trace: &cache_sim::sim::Trace,
+    cache_frac: f64,
+    at: usize,
+    ramp: usize,
+    window: usize,
+) -> Result<SwitchConfig> {
+    Ok(SwitchConfig {
+        sim: SimConfig {
+            admission: None,
+            replicas: args.replicas,
+            capacity_bytes: trace.capacity_for(cache_frac),
+            eviction: args.eviction,
+            window: args.window,
+            seed: args.seed,
+            load: args.routing.sim_load_for(balancer::PolicyKind::Table)?,
+        },
+        eps: args.eps,
+        homes: args.routing.homes,
+        at,
+        ramp,
+        window,
+    })
 }
 
 fn print_report(rep: &SwitchReport, test_len: usize) {

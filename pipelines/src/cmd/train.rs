@@ -76,6 +76,11 @@ pub struct TrainArgs {
     /// the whole fit part.
     #[arg(long, default_value_t = learner::train::DEFAULT_REPLAY_FIT_MAX)]
     pub refine_sample: usize,
+    /// Split each replica into this many virtual homes, so the table serves any replica
+    /// count up to the homes (at most 64) without retraining: the balancer maps the homes
+    /// onto the replicas it has (docs/learner.md, "Virtual homes"). Off by default.
+    #[arg(long, value_name = "K")]
+    pub virtual_homes: Option<u16>,
     /// Share of the train part held out for early stopping.
     #[arg(long, default_value_t = 0.1)]
     pub validation_frac: f64,
@@ -221,6 +226,7 @@ fn train_config(args: &TrainArgs, capacity: u64) -> Result<TrainConfig> {
             ..RefineConfig::default()
         },
         replay_fit_max: (args.refine_sample > 0).then_some(args.refine_sample),
+        virtual_homes: args.virtual_homes,
         ..TrainConfig::new(args.replicas, args.cache_frac, capacity)
     })
 }
@@ -240,6 +246,12 @@ fn write_outputs(args: &TrainArgs, out: &learner::TrainOutput) -> Result<()> {
         r.validation_miss_bytes_ratio,
         r.validation_imbalance
     );
+    if let Some(h) = &r.virtual_homes {
+        println!(
+            "{} virtual homes ({} per replica), the heaviest carries {:.4} of the work",
+            h.homes, h.per_replica, h.heaviest_work_share
+        );
+    }
     if let Some(path) = &args.report {
         write_json(path, &serde_json::to_value(r)?)?;
     }

@@ -282,8 +282,7 @@ pub fn run(setup: &LiveSetup<'_>) -> Result<LiveReport> {
     stop_children_on_signal();
     std::fs::create_dir_all(&setup.work_dir)
         .with_context(|| format!("{}: cannot create", setup.work_dir.display()))?;
-    let replicas = u16::try_from(setup.replicas).context("--replicas is too large")?;
-    let table = Arc::new(VotingTable::read_parquet(&setup.table, Some(replicas))?);
+    let table = Arc::new(crate::inputs::read_table(&setup.table, setup.replicas)?);
     let simulated = simulate(setup, &table)?;
 
     let mut rows = Vec::new();

@@ -293,6 +293,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
             routing: args.routing.clone(),
             validation_frac: 0.1,
             refine_sample: learner::train::DEFAULT_REPLAY_FIT_MAX,
+            virtual_homes: None,
             engine: None,
             output: output.to_owned(),
             report: report.then(|| args.out.join("train.json")),
@@ -315,6 +316,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
         seed: 1,
         cache_admission: args.cache_admission,
         breakdown: None,
+        movement_from: None,
         json: Some(args.out.join("eval.json")),
         svg: Some(args.out.join("eval.svg")),
     };

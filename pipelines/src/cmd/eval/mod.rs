@@ -7,12 +7,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use balancer::policy::PolicyKind;
 use cache_sim::sim::replay::DEFAULT_WINDOW;
 use cache_sim::sim::{run_grid, GridConfig, GridOutput, Trace};
 use clap::Args;
-use data::table::VotingTable;
 use eviction::EvictionKind;
 use serde_json::json;
 
@@ -23,6 +22,7 @@ use crate::progress::Stage;
 use crate::routing_args::RoutingArgs;
 
 mod misses;
+mod rescale;
 
 /// Arguments of `ballot eval`.
 #[derive(Args, Debug)]
@@ -71,6 +71,11 @@ pub struct EvalArgs {
     /// the most (docs/learner.md, "Where the misses are").
     #[arg(long, value_name = "N", requires = "table")]
     pub breakdown: Option<usize>,
+    /// With a `--table` trained over virtual homes: also report the share of requested
+    /// bytes whose first choice moves between serving it on this many replicas and on
+    /// `--replicas`, beside consistent hashing's (docs/learner.md, "Virtual homes").
+    #[arg(long, value_name = "R0", requires = "table")]
+    pub movement_from: Option<usize>,
     /// Write all results as JSON here.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -117,11 +122,12 @@ pub fn run(args: &EvalArgs) -> Result<EvalReport> {
     validate(args)?;
     let policies = parse_policies(&args.policies, args.table.is_some())?;
     let table = match &args.table {
-        Some(p) => {
-            let r = u16::try_from(args.replicas).context("--replicas is too large")?;
-            Some(Arc::new(VotingTable::read_parquet(p, Some(r))?))
-        }
+        Some(p) => Some(Arc::new(crate::inputs::read_table(p, args.replicas)?)),
         None => None,
+    };
+    let mapped = match (args.movement_from, &args.table) {
+        (Some(from), Some(p)) => Some(rescale::map(p, from, args.replicas)?),
+        _ => None,
     };
 
     let (label, trace) = load_trace(args)?;
@@ -158,6 +164,10 @@ pub fn run(args: &EvalArgs) -> Result<EvalReport> {
         out.lookups_per_sec / 1e6,
         started.elapsed().as_secs_f64()
     );
+    let rescale = match &mapped {
+        Some(m) => Some(rescale::measure(&trace, m)?),
+        None => None,
+    };
     let mut config = base_config(args, &label, &trace)?;
     config["table"] = json!(args.table.as_ref().map(|p| p.display().to_string()));
     if let Some(path) = &args.json {
@@ -167,6 +177,7 @@ pub fn run(args: &EvalArgs) -> Result<EvalReport> {
             "bounds": out.bounds,
             "lookups_per_sec": out.lookups_per_sec,
             "breakdown": breakdowns,
+            "movement_from": rescale,
         });
         write_json(path, &doc)?;
     }

@@ -615,6 +615,7 @@ fn load_current(
     let r = u16::try_from(args.replicas).context("--replicas is too large")?;
     if let Some(p) = &args.current {
         let t = VotingTable::read_parquet(p, Some(r)).context("reading --current")?;
+        let t = crate::inputs::table_for(t, args.replicas, "--current")?;
         return Ok((p.display().to_string(), Arc::new(t), None));
     }
     let b = &args.balancers[0];
@@ -644,6 +645,7 @@ fn load_current(
     let label = format!("http://{b}/admin/table/parquet");
     let t = VotingTable::from_parquet_bytes(resp.body.to_vec(), Path::new(&label), Some(r))
         .with_context(|| format!("{label}: the served table"))?;
+    let t = crate::inputs::table_for(t, args.replicas, &label)?;
     Ok((label, Arc::new(t), version))
 }
 

@@ -29,7 +29,6 @@ use cache_sim::sim::admission::Admission;
 use cache_sim::sim::replay::DEFAULT_WINDOW;
 use cache_sim::sim::Trace;
 use clap::{Args, ValueEnum};
-use data::table::VotingTable;
 use eviction::EvictionKind;
 use serde::Serialize;
 
@@ -374,10 +373,7 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
         ShardRouting::Vote | ShardRouting::PerShard => {
             let kinds = parse_policies(&args.policies, args.table.is_some())?;
             let table = match &args.table {
-                Some(p) => {
-                    let r = u16::try_from(args.replicas).context("--replicas is too large")?;
-                    Some(Arc::new(VotingTable::read_parquet(p, Some(r))?))
-                }
+                Some(p) => Some(Arc::new(crate::inputs::read_table(p, args.replicas)?)),
                 None => None,
             };
             admission = match (
